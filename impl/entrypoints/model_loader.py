@@ -1,0 +1,165 @@
+"""Engine load parameters and KV-pool block-count precedence (MEM-1.1 to MEM-1.8, MEM-3.1 entry).
+
+Mirrors the C++ port's ``EngineParams`` / ``LoadedEngine::ResolveNumBlocks`` (src/vllm/model_loader.{h,cpp})
+and vLLM's knobs in vllm/config/cache.py and vllm/v1/core/kv_cache_utils.py.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from impl.v1.field_checks import check_choice, check_fraction, check_int, check_optional_str
+from impl.v1.kv_cache_interface import KVCacheConfig, kv_bytes_per_block
+
+FALLBACK_NUM_BLOCKS = 256
+"""Blocks used on the utilization path until the profile run (ROAD-V1-MEM M3) lands."""
+
+Knob = Literal["num_blocks", "kv_cache_memory_bytes", "gpu_memory_utilization", "fallback"]
+
+
+class DefaultUtilization(float):
+    """The float 0.92 marked as "not chosen by the caller".
+
+    ``EngineParams.gpu_memory_utilization`` holds this exact object when no utilization was given, so
+    an explicit ``0.92`` (a plain float) can be told from the default while both compare equal to 0.92.
+    """
+
+    def __repr__(self) -> str:
+        return f"DefaultUtilization({float(self)!r})"
+
+
+DEFAULT_GPU_MEMORY_UTILIZATION = DefaultUtilization(0.92)
+"""vLLM's default since 2026 (vllm/config/cache.py); pass nothing, or this object, to mean "default"."""
+
+
+class UtilizationNotAppliedWarning(UserWarning):
+    """An explicit gpu_memory_utilization was accepted but did not size the KV pool (no profile run)."""
+
+
+_TRI_STATES = (0, 1, 2)
+_DEVICES = (0, 1, 2)
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    """Load-time parameters, one field per field of the C struct ``vllm_model_params`` at ABI v16.
+
+    Sizing knobs: ``num_blocks`` (> 0 overrides, 0 = auto), ``kv_cache_memory_bytes`` (0 = unset),
+    ``gpu_memory_utilization`` (fraction of total device memory, in (0, 1]). Whether the utilization
+    was chosen is ``gpu_memory_utilization_is_explicit``: False only for the ``DefaultUtilization``
+    object that the field defaults to.
+    """
+
+    model_path: str | None = None
+    tokenizer_config_path: str | None = None
+    block_size: int = 32
+    num_blocks: int = 0
+    max_model_len: int = 0
+    max_num_seqs: int = 32
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
+    speculative_config: str | None = None
+    enable_prefix_caching: int = 0
+    max_num_batched_tokens: int = 0
+    scheduling_policy: str | None = None
+    kv_transfer_config: str | None = None
+    enable_jump_forward: int = 0
+    device: int = 0
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    kv_cache_memory_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        owner = "EngineParams"
+        for name in ("model_path", "tokenizer_config_path", "tool_parser", "reasoning_parser",
+                     "speculative_config", "scheduling_policy", "kv_transfer_config"):
+            check_optional_str(owner, name, getattr(self, name))
+        check_int(owner, "block_size", self.block_size, minimum=1)
+        for name in ("num_blocks", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+                     "kv_cache_memory_bytes"):
+            check_int(owner, name, getattr(self, name), minimum=0)
+        check_choice(owner, "enable_prefix_caching", self.enable_prefix_caching, _TRI_STATES)
+        check_choice(owner, "enable_jump_forward", self.enable_jump_forward, _TRI_STATES)
+        check_choice(owner, "device", self.device, _DEVICES)
+        utilization = check_fraction(owner, "gpu_memory_utilization", self.gpu_memory_utilization)
+        if not isinstance(self.gpu_memory_utilization, DefaultUtilization):
+            object.__setattr__(self, "gpu_memory_utilization", utilization)
+
+    @property
+    def gpu_memory_utilization_is_explicit(self) -> bool:
+        """True when the caller chose the utilization, even if the value equals the default 0.92."""
+        return not isinstance(self.gpu_memory_utilization, DefaultUtilization)
+
+
+@dataclass(frozen=True)
+class PoolSizing:
+    """A resolved KV pool: the block count, the knob that decided it and the bytes per block used."""
+
+    num_blocks: int
+    decided_by: Knob
+    bytes_per_block: int | None
+
+
+def _bytes_per_block(probe: KVCacheConfig, knob: str) -> int:
+    bpb = kv_bytes_per_block(probe)
+    if bpb <= 0:
+        raise ValueError(f"the model reports {bpb} KV bytes per block; cannot size the pool from {knob}")
+    return bpb
+
+
+def _available_kv_memory(profile: Any) -> int:
+    avail = getattr(profile, "available_kv_cache_memory", None)
+    if isinstance(avail, bool) or not isinstance(avail, int):
+        raise TypeError(f"profile.available_kv_cache_memory must be an int of bytes, got {avail!r}")
+    return avail
+
+
+def resolve_kv_pool(params: EngineParams, probe: KVCacheConfig, profile: Any = None) -> PoolSizing:
+    """Size the KV pool: num_blocks > kv_cache_memory_bytes > profile > the 256-block fallback.
+
+    The override is returned as given, without a fit check (as vLLM's num_gpu_blocks_override).
+    A byte budget is floor-divided by the bytes per block and ignores the utilization (as vLLM).
+    ``profile`` is any object with an int ``available_kv_cache_memory`` (bytes left for the pool).
+    """
+    if not isinstance(params, EngineParams):
+        raise TypeError(f"resolve_kv_pool needs EngineParams, got {params!r}")
+    if params.num_blocks > 0:
+        return PoolSizing(params.num_blocks, "num_blocks", None)
+    if params.kv_cache_memory_bytes > 0:
+        budget = params.kv_cache_memory_bytes
+        bpb = _bytes_per_block(probe, "--kv-cache-memory")
+        if budget < bpb:
+            raise ValueError(
+                f"--kv-cache-memory {budget} bytes is smaller than a single KV block ({bpb} bytes); "
+                "raise --kv-cache-memory or set an explicit --num-blocks"
+            )
+        return PoolSizing(budget // bpb, "kv_cache_memory_bytes", bpb)
+    if profile is not None:
+        avail = _available_kv_memory(profile)
+        if avail <= 0:
+            raise ValueError(
+                f"No available memory for the cache blocks: the profile run left {avail} bytes for the KV "
+                f"cache at gpu_memory_utilization={float(params.gpu_memory_utilization)}. Try increasing "
+                "`gpu_memory_utilization`, or size the pool with --kv-cache-memory or --num-blocks."
+            )
+        bpb = _bytes_per_block(probe, "the memory profile")
+        if avail < bpb:
+            raise ValueError(
+                f"the {avail} bytes of available KV cache memory are smaller than a single KV block "
+                f"({bpb} bytes); increase `gpu_memory_utilization`, or set --kv-cache-memory or --num-blocks"
+            )
+        return PoolSizing(avail // bpb, "gpu_memory_utilization", bpb)
+    if params.gpu_memory_utilization_is_explicit:
+        warnings.warn(
+            f"--gpu-memory-utilization {float(params.gpu_memory_utilization)} was accepted but did not size "
+            f"the KV cache: the memory profile run (ROAD-V1-MEM M3) is not available, so the pool falls back "
+            f"to {FALLBACK_NUM_BLOCKS} blocks. Size it with --kv-cache-memory <bytes> or --num-blocks <n>.",
+            UtilizationNotAppliedWarning,
+            stacklevel=3,
+        )
+    return PoolSizing(FALLBACK_NUM_BLOCKS, "fallback", None)
+
+
+def resolve_num_blocks(params: EngineParams, probe: KVCacheConfig, profile: Any = None) -> int:
+    """The block count of :func:`resolve_kv_pool`."""
+    return resolve_kv_pool(params, probe, profile).num_blocks

@@ -1,0 +1,57 @@
+"""Field validation shared by the frozen spec and parameter dataclasses (MEM-1.4, MEM-2.8).
+
+Each check raises with the owner, the field, the offending value and the accepted range, so a bad
+parameter reads as ``FullAttentionSpec.block_size must be an int >= 1, got 0``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+
+def check_int(owner: str, name: str, value: Any, *, minimum: int) -> int:
+    """Return ``value`` if it is an int (not a bool) ``>= minimum``; raise naming the field otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}.{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{owner}.{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def check_optional_int(owner: str, name: str, value: Any, *, minimum: int) -> int | None:
+    """Like :func:`check_int`, but ``None`` (unset) is accepted."""
+    if value is None:
+        return None
+    return check_int(owner, name, value, minimum=minimum)
+
+
+def check_choice(owner: str, name: str, value: Any, choices: tuple[Any, ...]) -> Any:
+    """Return ``value`` if it is one of ``choices`` (bools never match ints)."""
+    if isinstance(value, bool) or value not in choices:
+        raise ValueError(f"{owner}.{name} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
+def check_optional_str(owner: str, name: str, value: Any) -> str | None:
+    """Return ``value`` if it is a str or ``None``."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{owner}.{name} must be a str or None, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def check_fraction(owner: str, name: str, value: Any) -> float:
+    """Return ``value`` as a float if it is a finite real in (0, 1]; bools are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{owner}.{name} must be a finite float in (0, 1], got {value!r} ({type(value).__name__})")
+    if not math.isfinite(value) or not 0.0 < value <= 1.0:
+        raise ValueError(f"{owner}.{name} must be a finite float in (0, 1], got {value!r}")
+    return float(value)
+
+
+def check_dtype(owner: str, name: str, value: Any) -> torch.dtype:
+    """Return ``value`` if it is a ``torch.dtype``."""
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{owner}.{name} must be a torch.dtype, got {value!r} ({type(value).__name__})")
+    return value
