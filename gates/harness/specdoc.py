@@ -1,0 +1,31 @@
+"""Requirement ids declared by a row's spec: list items or headings that start with a bold id (`- **MEM-1.2** ...`)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+REQUIREMENT_ID = re.compile(r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*-\d+(\.\d+)*$")
+_DECLARATION = re.compile(r"^\s*(?:[-*+]|#{1,6}|\d+\.)\s+\*\*([A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*-\d+(?:\.\d+)*)\*\*")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A numbered requirement and the line that declares it."""
+
+    id: str
+    path: str
+    line: int
+    text: str
+
+
+def requirements_in(path: Path, display_path: str | None = None) -> list[Requirement]:
+    """Every requirement declared in a Markdown spec, in file order."""
+    shown = display_path or str(path)
+    found = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        match = _DECLARATION.match(line)
+        if match:
+            text = line[match.end():].strip()
+            found.append(Requirement(match.group(1), shown, number, text))
+    return found
