@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from impl.v1.field_checks import check_choice, check_fraction, check_int, check_optional_str
-from impl.v1.kv_cache_interface import KVCacheConfig, kv_bytes_per_block
+
+if TYPE_CHECKING:  # torch-free at import, so CLI --help stays fast; the KV module is loaded on first use
+    from impl.v1.kv_cache_interface import KVCacheConfig
 
 FALLBACK_NUM_BLOCKS = 256
 """Blocks used on the utilization path until the profile run (ROAD-V1-MEM M3) lands."""
@@ -101,6 +103,8 @@ class PoolSizing:
 
 
 def _bytes_per_block(probe: KVCacheConfig, knob: str) -> int:
+    from impl.v1.kv_cache_interface import kv_bytes_per_block
+
     bpb = kv_bytes_per_block(probe)
     if bpb <= 0:
         raise ValueError(f"the model reports {bpb} KV bytes per block; cannot size the pool from {knob}")

@@ -8,8 +8,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-
 
 def check_int(owner: str, name: str, value: Any, *, minimum: int) -> int:
     """Return ``value`` if it is an int (not a bool) ``>= minimum``; raise naming the field otherwise."""
@@ -48,10 +46,3 @@ def check_fraction(owner: str, name: str, value: Any) -> float:
     if not math.isfinite(value) or not 0.0 < value <= 1.0:
         raise ValueError(f"{owner}.{name} must be a finite float in (0, 1], got {value!r}")
     return float(value)
-
-
-def check_dtype(owner: str, name: str, value: Any) -> torch.dtype:
-    """Return ``value`` if it is a ``torch.dtype``."""
-    if not isinstance(value, torch.dtype):
-        raise TypeError(f"{owner}.{name} must be a torch.dtype, got {value!r} ({type(value).__name__})")
-    return value

@@ -11,13 +11,20 @@ from math import prod
 
 import torch
 
-from impl.v1.field_checks import check_choice, check_dtype, check_int, check_optional_int, check_optional_str
+from impl.v1.field_checks import check_choice, check_int, check_optional_int, check_optional_str
 
 FP8_DS_MLA = "fp8_ds_mla"
 """MLA cache dtype of DeepSeek's sparse FlashMLA: a fixed 656-byte entry per token."""
 FP8_DS_MLA_BYTES_PER_TOKEN = 656
 FP8_DS_MLA_HEAD_SIZE = 576
 MAMBA_CACHE_MODES = ("none", "all", "align")
+
+
+def check_dtype(owner: str, name: str, value: object) -> torch.dtype:
+    """Return ``value`` if it is a ``torch.dtype``; raise naming the field otherwise."""
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{owner}.{name} must be a torch.dtype, got {value!r} ({type(value).__name__})")
+    return value
 
 
 def cdiv(a: int, b: int) -> int:

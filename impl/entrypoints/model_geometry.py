@@ -1,0 +1,210 @@
+"""Per-rank KV geometry of a Hugging Face ``config.json``: the probe ``KVCacheConfig`` (MEM-2.10 to MEM-2.12).
+
+Mirrors how vLLM reads a model's KV shape: vllm/config/model.py (``get_head_size``,
+``get_num_kv_heads``, layer types), vllm/model_executor/layers/linear.py (KV-head replication) and
+vllm/model_executor/layers/mamba/mamba_utils.py (gated delta-net state shapes).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from impl.v1.field_checks import check_int
+from impl.v1.kv_cache_interface import (
+    FP8_DS_MLA,
+    AttentionSpec,
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheSpec,
+    KVQuantMode,
+    MambaSpec,
+    MLAAttentionSpec,
+    SlidingWindowSpec,
+    kv_quant_mode_for,
+)
+
+MODEL_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2", FP8_DS_MLA,
+                   "int8_per_token_head", "fp8_per_token_head", "nvfp4")
+_ONE_BYTE_KV = {"int8_per_token_head": torch.int8}
+LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
+
+
+class ModelConfigError(ValueError):
+    """A ``config.json`` field is missing or out of range for KV sizing."""
+
+
+def load_model_config(path: str | Path) -> dict[str, Any]:
+    """Read a ``config.json``; a multimodal config's ``text_config`` is returned (top-level dtype kept)."""
+    with open(path, encoding="utf-8") as fh:
+        raw = json.load(fh)
+    if not isinstance(raw, dict):
+        raise ModelConfigError(f"{path}: expected a JSON object, got {type(raw).__name__}")
+    text = raw.get("text_config")
+    if isinstance(text, dict):
+        merged = dict(text)
+        for key in ("torch_dtype", "dtype"):
+            if key not in merged and key in raw:
+                merged[key] = raw[key]
+        return merged
+    return raw
+
+
+def _field(cfg: Mapping[str, Any], name: str, *, minimum: int = 1) -> int:
+    if name not in cfg or cfg[name] is None:
+        raise ModelConfigError(f"config.json has no {name!r}, which KV sizing needs")
+    try:
+        return check_int("config.json", name, cfg[name], minimum=minimum)
+    except TypeError as err:
+        raise ModelConfigError(str(err)) from None
+
+
+def _divide(total: int, tp: int, what: str) -> int:
+    if total % tp:
+        raise ModelConfigError(f"{what} ({total}) must be divisible by tensor parallel size ({tp})")
+    return total // tp
+
+
+def is_mla(cfg: Mapping[str, Any]) -> bool:
+    """DeepSeek-style latent attention: the config carries a ``kv_lora_rank``."""
+    return cfg.get("kv_lora_rank") is not None
+
+
+def head_size(cfg: Mapping[str, Any]) -> int:
+    """K/V head width: MLA's ``kv_lora_rank + qk_rope_head_dim``, else ``head_dim``, else hidden / heads."""
+    if is_mla(cfg):
+        return _field(cfg, "kv_lora_rank") + _field(cfg, "qk_rope_head_dim")
+    if cfg.get("head_dim") is not None:
+        return _field(cfg, "head_dim")
+    hidden, heads = _field(cfg, "hidden_size"), _field(cfg, "num_attention_heads")
+    if hidden % heads:
+        raise ModelConfigError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads})")
+    return hidden // heads
+
+
+def kv_heads_per_rank(cfg: Mapping[str, Any], tensor_parallel_size: int) -> int:
+    """KV heads one rank stores: total / tp, or 1 (replicated) when tp >= total; MLA keeps 1 latent head."""
+    tp = check_int("probe", "tensor_parallel_size", tensor_parallel_size, minimum=1)
+    if is_mla(cfg):
+        return 1
+    heads = _field(cfg, "num_attention_heads")
+    _divide(heads, tp, "Total number of attention heads")
+    total_kv = _field(cfg, "num_key_value_heads") if cfg.get("num_key_value_heads") is not None else heads
+    if tp >= total_kv:
+        if tp % total_kv:
+            raise ModelConfigError(f"tensor parallel size ({tp}) must be a multiple of num_key_value_heads "
+                                   f"({total_kv}) to replicate the KV heads")
+        return 1
+    return _divide(total_kv, tp, "num_key_value_heads")
+
+
+def layer_types(cfg: Mapping[str, Any]) -> tuple[str, ...]:
+    """One of ``full_attention``, ``sliding_attention``, ``linear_attention`` per decoder layer."""
+    n = _field(cfg, "num_hidden_layers")
+    if cfg.get("layer_types") is not None:
+        types = cfg["layer_types"]
+        if not isinstance(types, list) or len(types) != n or any(t not in LAYER_TYPES for t in types):
+            raise ModelConfigError(f"layer_types must list {n} entries from {list(LAYER_TYPES)}, got {types!r}")
+        return tuple(types)
+    model_type = cfg.get("model_type")
+    if cfg.get("full_attention_interval") is not None:  # Qwen3-Next: every k-th layer is full attention
+        k = _field(cfg, "full_attention_interval")
+        return tuple("full_attention" if (i + 1) % k == 0 else "linear_attention" for i in range(n))
+    if cfg.get("sliding_window") is None or cfg.get("use_sliding_window", True) is False:
+        return ("full_attention",) * n
+    if model_type == "gemma2":  # even layers slide, odd layers are global
+        return tuple("sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n))
+    if model_type in ("gemma3", "gemma3_text"):  # every k-th layer is global
+        k = _field(cfg, "sliding_window_pattern")
+        return tuple("full_attention" if (i + 1) % k == 0 else "sliding_attention" for i in range(n))
+    return ("sliding_attention",) * n
+
+
+def model_dtype(cfg: Mapping[str, Any]) -> torch.dtype:
+    """The checkpoint dtype named by ``torch_dtype`` (or the newer ``dtype``)."""
+    name = cfg.get("torch_dtype", cfg.get("dtype"))
+    if name not in MODEL_DTYPES:
+        raise ModelConfigError(f"config.json torch_dtype must be one of {list(MODEL_DTYPES)}, got {name!r}")
+    return MODEL_DTYPES[name]
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """What a probe is built for: ranks, dtypes and block size."""
+
+    tensor_parallel_size: int = 1
+    dtype: torch.dtype | None = None
+    kv_cache_dtype: str = "auto"
+    block_size: int = 32
+
+    def __post_init__(self) -> None:
+        check_int("ProbeRequest", "tensor_parallel_size", self.tensor_parallel_size, minimum=1)
+        check_int("ProbeRequest", "block_size", self.block_size, minimum=1)
+        if self.dtype is not None and self.dtype not in MODEL_DTYPES.values():
+            raise ValueError(f"ProbeRequest.dtype must be one of {list(MODEL_DTYPES)} or None, got {self.dtype}")
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ValueError(f"ProbeRequest.kv_cache_dtype must be one of {list(KV_CACHE_DTYPES)}, "
+                             f"got {self.kv_cache_dtype!r}")
+
+
+def _kv_storage(request: ProbeRequest, model: torch.dtype) -> tuple[torch.dtype, KVQuantMode]:
+    name = request.kv_cache_dtype
+    if name == "auto":
+        return model, KVQuantMode.NONE
+    if name in MODEL_DTYPES:
+        return MODEL_DTYPES[name], KVQuantMode.NONE
+    return _ONE_BYTE_KV.get(name, torch.uint8), kv_quant_mode_for(name)
+
+
+def _attention_spec(cfg: Mapping[str, Any], kind: str, request: ProbeRequest, model: torch.dtype) -> AttentionSpec:
+    kv_dtype, mode = _kv_storage(request, model)
+    common = dict(block_size=request.block_size, num_kv_heads=kv_heads_per_rank(cfg, request.tensor_parallel_size),
+                  head_size=head_size(cfg), dtype=kv_dtype, kv_quant_mode=mode)
+    if is_mla(cfg):
+        if kind != "full_attention":
+            raise ModelConfigError(f"MLA with {kind} layers is not modelled")
+        if mode is not KVQuantMode.NONE and mode is not KVQuantMode.FP8_PER_TENSOR:
+            raise ModelConfigError(f"kv_cache_dtype {request.kv_cache_dtype!r} is not supported with MLA")
+        cache_str = request.kv_cache_dtype if request.kv_cache_dtype != "auto" else None
+        return MLAAttentionSpec(**common, cache_dtype_str=cache_str)
+    if request.kv_cache_dtype == FP8_DS_MLA:
+        raise ModelConfigError(f"kv_cache_dtype {FP8_DS_MLA!r} needs an MLA model (kv_lora_rank)")
+    if kind == "sliding_attention":
+        return SlidingWindowSpec(**common, sliding_window=_field(cfg, "sliding_window"))
+    return FullAttentionSpec(**common)
+
+
+def _gdn_spec(cfg: Mapping[str, Any], request: ProbeRequest, model: torch.dtype) -> MambaSpec:
+    """Gated delta-net state of one rank: a causal-conv window and a per-head K x V recurrent state."""
+    tp = request.tensor_parallel_size
+    k_heads, v_heads = _field(cfg, "linear_num_key_heads"), _field(cfg, "linear_num_value_heads")
+    k_dim, v_dim = _field(cfg, "linear_key_head_dim"), _field(cfg, "linear_value_head_dim")
+    kernel = _field(cfg, "linear_conv_kernel_dim")
+    conv_channels = _divide(2 * k_heads * k_dim + v_heads * v_dim, tp, "linear attention conv channels")
+    shapes = ((kernel - 1, conv_channels), (_divide(v_heads, tp, "linear_num_value_heads"), k_dim, v_dim))
+    return MambaSpec(block_size=request.block_size, shapes=shapes, dtypes=(model, model), mamba_type="gdn_attention")
+
+
+def _layer_name(index: int, kind: str) -> str:
+    return f"model.layers.{index}.linear_attn" if kind == "linear_attention" else f"model.layers.{index}.self_attn.attn"
+
+
+def probe_kv_cache_config(cfg: Mapping[str, Any], request: ProbeRequest, num_blocks: int = 0) -> KVCacheConfig:
+    """The KV layout one rank of this model needs, grouped by equal spec, with no tensors allocated."""
+    if not isinstance(request, ProbeRequest):
+        raise TypeError(f"probe_kv_cache_config needs a ProbeRequest, got {request!r}")
+    model = request.dtype if request.dtype is not None else model_dtype(cfg)
+    by_spec: dict[KVCacheSpec, list[str]] = {}
+    specs: dict[str, KVCacheSpec] = {}
+    for i, kind in enumerate(layer_types(cfg)):
+        if kind not in specs:
+            specs[kind] = _gdn_spec(cfg, request, model) if kind == "linear_attention" else \
+                _attention_spec(cfg, kind, request, model)
+        by_spec.setdefault(specs[kind], []).append(_layer_name(i, kind))
+    groups = tuple(KVCacheGroupSpec(tuple(names), spec) for spec, names in by_spec.items())
+    return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=(), kv_cache_groups=groups)
