@@ -121,14 +121,15 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
         print(f"no row is affected by changes since {args.changed_since}: nothing to gate")
         return EXIT_OK
     started = time.time()
-    run = run_pytest(project.root, _gate_files_for(project, rows), marker=args.marker, junit=args.junit, profile=args.profile)
-    wanted = set(_marker_gates(project, rows, args.marker))
+    files = _gate_files_for(project, rows)
+    run = run_pytest(project.root, files, marker=args.marker, junit=args.junit, profile=args.profile) if files else None
+    wanted = set(_marker_gates(project, rows, args.marker)) if args.marker != "all" else None
     broken = {row: message for row, (_, message) in project.broken.items()}
-    report = build_report(project.roadmap, project.gate_files, run.items, broken, rows, wanted)
+    report = build_report(project.roadmap, project.gate_files, run.items if run else [], broken, rows, wanted)
     report_rows = [r for r in report.rows if r.gates or r.row in broken or args.marker == "all"]
     report = type(report)(tuple(report_rows), report.items)
     code = exit_code(report)
-    if run.collection_errors or run.exit_code in (2, 3, 4):
+    if run and (run.collection_errors or run.exit_code in (2, 3, 4)):
         for error in run.collection_errors:
             print(f"collection error: {error}", file=sys.stderr)
         code = EXIT_ERROR
@@ -152,7 +153,11 @@ def cmd_audit(args: argparse.Namespace, project: Project) -> int:
     from gates.harness.runner import run_pytest
 
     rows = _select_rows(project, args.rows, None)
-    run = run_pytest(project.root, _gate_files_for(project, rows), marker=args.marker, audit=True)
+    files = _gate_files_for(project, rows)
+    if not files:
+        print("no gate file for the selected rows: nothing to audit", file=sys.stderr)
+        return EXIT_EMPTY
+    run = run_pytest(project.root, files, marker=args.marker, audit=True)
     by_gate: dict[tuple[str, str], list] = {}
     for item in run.items:
         by_gate.setdefault((item.row, item.gate), []).append(item)
