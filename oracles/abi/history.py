@@ -1,0 +1,97 @@
+"""Append-only history of vllm_model_params, derived by compiling each version's struct (CAPI-3.1 to CAPI-3.5).
+
+For every version N the probe lays out a struct of the members annotated [v1]..[vN], in header order,
+and compares it with the real struct; mirrors the "[vN]" comments of the C++ port's include/vllm.h.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from oracles.abi.header import STRUCT_NAME, AbiHistoryError, DeclaredField, HeaderFacts, read_header
+from oracles.abi.toolchain import build, run_program
+
+_PROBE = """\
+#include <stddef.h>
+#include <stdio.h>
+#include "vllm.h"
+
+{structs}
+int main(void) {{
+{lines}  return 0;
+}}
+"""
+
+
+def _version_struct(version: int, members: list[DeclaredField]) -> str:
+    body = "".join(f"  {m.ctype} {m.name};\n" for m in members)
+    return f"struct abi_v{version} {{\n{body}}};\n"
+
+
+def _offset_lines(version: int, members: list[DeclaredField]) -> str:
+    out = f'  printf("end {version} %zu\\n", sizeof(struct abi_v{version}));\n'
+    for m in members:
+        out += (f'  printf("member {version} {m.name} %zu %zu %zu\\n", offsetof(struct abi_v{version}, {m.name}), '
+                f'offsetof({STRUCT_NAME}, {m.name}), sizeof((({STRUCT_NAME} *)0)->{m.name}));\n')
+    return out
+
+
+def _check_versions(facts: HeaderFacts) -> None:
+    names = [m.name for m in facts.fields]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise AbiHistoryError(f"members declared twice: {repeated}")
+    unversioned = [m.name for m in facts.fields if m.since < 1]
+    if unversioned:
+        raise AbiHistoryError(f"members {unversioned} are annotated [v0]; versions start at v1")
+    newest = max(m.since for m in facts.fields)
+    if facts.abi_version != newest:
+        raise AbiHistoryError(f"VLLM_ABI_VERSION is {facts.abi_version} but the newest member was added in "
+                              f"v{newest}: a bump needs a new member and a new member needs a bump")
+    for version in range(1, facts.abi_version + 1):
+        annotated = sorted(m.name for m in facts.fields if m.since == version)
+        listed = sorted(facts.history.get(version, ()))
+        if version not in facts.history:
+            raise AbiHistoryError(f"the version history has no entry for v{version}")
+        if annotated != listed:
+            raise AbiHistoryError(f"v{version}: members annotated [v{version}] are {annotated}, "
+                                  f"the history entry lists {listed}")
+    extra = sorted(v for v in facts.history if not 1 <= v <= facts.abi_version)
+    if extra:
+        raise AbiHistoryError(f"the version history has entries {extra} outside v1..v{facts.abi_version}")
+
+
+def compiled_history(header_text: str) -> dict[str, object]:
+    """``{"abi_version": N, "versions": {v: [members]}}`` after the compiler confirms every version is a prefix.
+
+    Raises AbiHistoryError when a version's members move in the full struct (a member inserted before
+    them) or when a later member sits inside an earlier version's extent.
+    """
+    facts = read_header(header_text)
+    _check_versions(facts)
+    per_version = {v: [m for m in facts.fields if m.since <= v] for v in range(1, facts.abi_version + 1)}
+    structs = "".join(_version_struct(v, ms) for v, ms in per_version.items() if ms)
+    lines = "".join(_offset_lines(v, ms) for v, ms in per_version.items() if ms)
+    output = run_program(build("history_probe", header_text, _PROBE.format(structs=structs, lines=lines), shared=False))
+    full_offsets: dict[str, int] = {}
+    ends: dict[int, int] = {}
+    for line in output.splitlines():
+        word, *rest = line.split()
+        if word == "member":
+            version, name, own, full, size = int(rest[0]), rest[1], int(rest[2]), int(rest[3]), int(rest[4])
+            if own != full:
+                raise AbiHistoryError(f"v{version} member {name} is at offset {own} in the v{version} struct "
+                                      f"but at {full} in the current one: a member was inserted before it")
+            full_offsets[name] = full
+            ends[version] = max(ends.get(version, 0), own + size)
+    for version, members in per_version.items():
+        own = {m.name for m in members}
+        intruders = sorted(n for n, off in full_offsets.items() if off < ends.get(version, 0) and n not in own)
+        if intruders:
+            raise AbiHistoryError(f"members {intruders} sit inside the v{version} layout but were added later")
+    return {"abi_version": facts.abi_version,
+            "versions": {v: [m.name for m in ms] for v, ms in per_version.items()}}
+
+
+def header_history(header: str | Path) -> dict[str, object]:
+    """:func:`compiled_history` of the header file at ``header``."""
+    return compiled_history(Path(header).read_text(encoding="utf-8"))
