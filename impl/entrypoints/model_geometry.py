@@ -35,16 +35,12 @@ _ONE_BYTE_KV = {"int8_per_token_head": torch.int8}
 LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
 
 
-class ModelConfigError(ValueError):
-    """A ``config.json`` field is missing or out of range for KV sizing."""
-
-
 def load_model_config(path: str | Path) -> dict[str, Any]:
     """Read a ``config.json``; a multimodal config's ``text_config`` is returned (top-level dtype kept)."""
     with open(path, encoding="utf-8") as fh:
         raw = json.load(fh)
     if not isinstance(raw, dict):
-        raise ModelConfigError(f"{path}: expected a JSON object, got {type(raw).__name__}")
+        raise ValueError(f"{path}: expected a JSON object, got {type(raw).__name__}")
     text = raw.get("text_config")
     if isinstance(text, dict):
         merged = dict(text)
@@ -57,16 +53,13 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
 
 def _field(cfg: Mapping[str, Any], name: str, *, minimum: int = 1) -> int:
     if name not in cfg or cfg[name] is None:
-        raise ModelConfigError(f"config.json has no {name!r}, which KV sizing needs")
-    try:
-        return check_int("config.json", name, cfg[name], minimum=minimum)
-    except TypeError as err:
-        raise ModelConfigError(str(err)) from None
+        raise ValueError(f"config.json has no {name!r}, which KV sizing needs")
+    return check_int("config.json", name, cfg[name], minimum=minimum)
 
 
 def _divide(total: int, tp: int, what: str) -> int:
     if total % tp:
-        raise ModelConfigError(f"{what} ({total}) must be divisible by tensor parallel size ({tp})")
+        raise ValueError(f"{what} ({total}) must be divisible by tensor parallel size ({tp})")
     return total // tp
 
 
@@ -83,7 +76,7 @@ def head_size(cfg: Mapping[str, Any]) -> int:
         return _field(cfg, "head_dim")
     hidden, heads = _field(cfg, "hidden_size"), _field(cfg, "num_attention_heads")
     if hidden % heads:
-        raise ModelConfigError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads})")
+        raise ValueError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads})")
     return hidden // heads
 
 
@@ -95,9 +88,11 @@ def kv_heads_per_rank(cfg: Mapping[str, Any], tensor_parallel_size: int) -> int:
     heads = _field(cfg, "num_attention_heads")
     _divide(heads, tp, "Total number of attention heads")
     total_kv = _field(cfg, "num_key_value_heads") if cfg.get("num_key_value_heads") is not None else heads
+    if heads % total_kv:
+        raise ValueError(f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({total_kv})")
     if tp >= total_kv:
         if tp % total_kv:
-            raise ModelConfigError(f"tensor parallel size ({tp}) must be a multiple of num_key_value_heads "
+            raise ValueError(f"tensor parallel size ({tp}) must be a multiple of num_key_value_heads "
                                    f"({total_kv}) to replicate the KV heads")
         return 1
     return _divide(total_kv, tp, "num_key_value_heads")
@@ -109,7 +104,7 @@ def layer_types(cfg: Mapping[str, Any]) -> tuple[str, ...]:
     if cfg.get("layer_types") is not None:
         types = cfg["layer_types"]
         if not isinstance(types, list) or len(types) != n or any(t not in LAYER_TYPES for t in types):
-            raise ModelConfigError(f"layer_types must list {n} entries from {list(LAYER_TYPES)}, got {types!r}")
+            raise ValueError(f"layer_types must list {n} entries from {list(LAYER_TYPES)}, got {types!r}")
         return tuple(types)
     model_type = cfg.get("model_type")
     if cfg.get("full_attention_interval") is not None:  # Qwen3-Next: every k-th layer is full attention
@@ -129,7 +124,7 @@ def model_dtype(cfg: Mapping[str, Any]) -> torch.dtype:
     """The checkpoint dtype named by ``torch_dtype`` (or the newer ``dtype``)."""
     name = cfg.get("torch_dtype", cfg.get("dtype"))
     if name not in MODEL_DTYPES:
-        raise ModelConfigError(f"config.json torch_dtype must be one of {list(MODEL_DTYPES)}, got {name!r}")
+        raise ValueError(f"config.json torch_dtype must be one of {list(MODEL_DTYPES)}, got {name!r}")
     return MODEL_DTYPES[name]
 
 
@@ -167,13 +162,13 @@ def _attention_spec(cfg: Mapping[str, Any], kind: str, request: ProbeRequest, mo
                   head_size=head_size(cfg), dtype=kv_dtype, kv_quant_mode=mode)
     if is_mla(cfg):
         if kind != "full_attention":
-            raise ModelConfigError(f"MLA with {kind} layers is not modelled")
+            raise ValueError(f"MLA with {kind} layers is not modelled")
         if mode is not KVQuantMode.NONE and mode is not KVQuantMode.FP8_PER_TENSOR:
-            raise ModelConfigError(f"kv_cache_dtype {request.kv_cache_dtype!r} is not supported with MLA")
+            raise ValueError(f"kv_cache_dtype {request.kv_cache_dtype!r} is not supported with MLA")
         cache_str = request.kv_cache_dtype if request.kv_cache_dtype != "auto" else None
         return MLAAttentionSpec(**common, cache_dtype_str=cache_str)
     if request.kv_cache_dtype == FP8_DS_MLA:
-        raise ModelConfigError(f"kv_cache_dtype {FP8_DS_MLA!r} needs an MLA model (kv_lora_rank)")
+        raise ValueError(f"kv_cache_dtype {FP8_DS_MLA!r} needs an MLA model (kv_lora_rank)")
     if kind == "sliding_attention":
         return SlidingWindowSpec(**common, sliding_window=_field(cfg, "sliding_window"))
     return FullAttentionSpec(**common)

@@ -1,0 +1,117 @@
+"""Oracle for a model's KV geometry per rank (MEM-2.10, MEM-2.11): the layers a config.json makes, for allocation.
+
+Derives KV heads per rank from which query heads each rank serves and which KV head each query head
+reads (grouped-query attention), as vllm/model_executor/layers/linear.py (QKVParallelLinear) shards
+them; layer kinds as the model files decide them (vllm/model_executor/models/gemma2.py, gemma3.py,
+qwen3_next.py). Bytes per block are then measured by ``oracles.kv_allocation``.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from oracles.kv_allocation import PagedLayer, StateLayer, marginal_bytes_per_block
+
+_MODEL_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+# kv_cache_dtype -> (stored element dtype or None for the model dtype, storage format)
+_CACHE_FORMATS = {
+    "auto": (None, "plain"), "bfloat16": (torch.bfloat16, "plain"), "float16": (torch.float16, "plain"),
+    "float32": (torch.float32, "plain"), "fp8": (torch.uint8, "fp8_per_tensor"),
+    "fp8_e4m3": (torch.uint8, "fp8_per_tensor"), "fp8_e5m2": (torch.uint8, "fp8_per_tensor"),
+    "fp8_ds_mla": (torch.uint8, "fp8_ds_mla"), "int8_per_token_head": (torch.int8, "per_token_head"),
+    "fp8_per_token_head": (torch.uint8, "per_token_head"), "nvfp4": (torch.uint8, "nvfp4"),
+}
+
+
+def _positive(cfg: Mapping[str, Any], key: str) -> int:
+    value = cfg.get(key)
+    if type(value) is not int or value < 1:
+        raise ValueError(f"config {key}={value!r} is not a positive integer")
+    return value
+
+
+def kv_heads_on_each_rank(query_heads: int, kv_heads: int, tp: int) -> int:
+    """How many distinct KV heads the query heads of one rank read; every rank must need the same
+    number, and ranks either split the KV heads without overlap or each keep exactly one."""
+    if query_heads % tp or query_heads % kv_heads:
+        raise ValueError(f"{query_heads} query heads, {kv_heads} KV heads and {tp} ranks do not shard evenly")
+    per_rank, group = query_heads // tp, query_heads // kv_heads
+    needed = [{q // group for q in range(r * per_rank, (r + 1) * per_rank)} for r in range(tp)]
+    sizes = {len(s) for s in needed}
+    overlapping = sum(len(s) for s in needed) != len(set().union(*needed))
+    if len(sizes) != 1 or (overlapping and sizes != {1}):
+        raise ValueError(f"{kv_heads} KV heads cannot be split or replicated evenly over {tp} ranks")
+    return sizes.pop()
+
+
+def _mixer_kinds(cfg: Mapping[str, Any]) -> list[str]:
+    """``attention``, ``sliding`` or ``recurrent`` for each decoder layer."""
+    n = _positive(cfg, "num_hidden_layers")
+    named = {"full_attention": "attention", "sliding_attention": "sliding", "linear_attention": "recurrent"}
+    if cfg.get("layer_types") is not None:
+        if len(cfg["layer_types"]) != n:
+            raise ValueError("layer_types does not list every layer")
+        return [named[t] for t in cfg["layer_types"]]
+    if cfg.get("full_attention_interval") is not None:
+        every = _positive(cfg, "full_attention_interval")
+        return ["attention" if i % every == every - 1 else "recurrent" for i in range(n)]
+    window_on = cfg.get("sliding_window") is not None and cfg.get("use_sliding_window", True) is not False
+    if not window_on:
+        return ["attention"] * n
+    if cfg.get("model_type") == "gemma2":
+        return ["attention" if i % 2 else "sliding" for i in range(n)]
+    if cfg.get("model_type") in ("gemma3", "gemma3_text"):
+        every = _positive(cfg, "sliding_window_pattern")
+        return ["attention" if i % every == every - 1 else "sliding" for i in range(n)]
+    return ["sliding"] * n
+
+
+def model_layers(cfg: Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                 kv_cache_dtype: str = "auto") -> list[PagedLayer | StateLayer]:
+    """The per-rank layers of a model, in the shapes the runner allocates."""
+    tp = tensor_parallel_size
+    model = _MODEL_DTYPES[cfg.get("torch_dtype", cfg.get("dtype"))]
+    storage, fmt = _CACHE_FORMATS[kv_cache_dtype]
+    storage = storage or model
+    latent = cfg.get("kv_lora_rank") is not None
+    if fmt == "fp8_ds_mla" and not latent:
+        raise ValueError("fp8_ds_mla is an MLA cache format")
+    layers: list[PagedLayer | StateLayer] = []
+    for index, kind in enumerate(_mixer_kinds(cfg)):
+        name = f"layer{index}"
+        if kind == "recurrent":
+            k_heads, v_heads = _positive(cfg, "linear_num_key_heads"), _positive(cfg, "linear_num_value_heads")
+            k_dim, v_dim = _positive(cfg, "linear_key_head_dim"), _positive(cfg, "linear_value_head_dim")
+            channels = 2 * k_heads * k_dim + v_heads * v_dim
+            if channels % tp or v_heads % tp:
+                raise ValueError("linear attention does not shard evenly")
+            window = _positive(cfg, "linear_conv_kernel_dim") - 1
+            layers.append(StateLayer(name, ((channels // tp, window), (v_heads // tp, k_dim, v_dim)), (model, model)))
+        elif latent:
+            if kind != "attention":
+                raise ValueError("latent attention with a sliding window is not modelled")
+            if fmt == "per_token_head":
+                raise ValueError("per-token-head scales are not laid out for latent attention here")
+            width = _positive(cfg, "kv_lora_rank") + _positive(cfg, "qk_rope_head_dim")
+            layers.append(PagedLayer(name, "mla", block_size, 1, width, width, storage, fmt))
+        else:
+            query_heads = _positive(cfg, "num_attention_heads")
+            kv_heads = _positive(cfg, "num_key_value_heads") if "num_key_value_heads" in cfg else query_heads
+            width = cfg.get("head_dim")
+            if width is None:
+                hidden = _positive(cfg, "hidden_size")
+                if hidden % query_heads:
+                    raise ValueError("hidden_size does not split into the attention heads")
+                width = hidden // query_heads
+            if kind == "sliding" and fmt == "nvfp4":
+                raise ValueError("NVFP4 is laid out for full attention only")
+            heads = kv_heads_on_each_rank(query_heads, kv_heads, tp)
+            layers.append(PagedLayer(name, "flash_attn", block_size, heads, width, width, storage, fmt))
+    return layers
+
+
+def model_bytes_per_block(config: Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                          kv_cache_dtype: str = "auto") -> int:
+    """Marginal bytes per block of one rank of the model, measured on the meta device."""
+    return marginal_bytes_per_block(model_layers(config, tensor_parallel_size, block_size, kv_cache_dtype))
