@@ -1,0 +1,76 @@
+"""Every M3 known-bad is told from the correct implementation by a named case of its gate."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+
+from gates.adapters.profile import available_kv_cache_memory, util_path_num_blocks
+from gates.harness.api import Call
+from gates.inputs.profile import blocks_call, budget_call
+from gates.inputs.profile_kv import fit_call
+from gates.known_bad import profile as bad
+from gates.known_bad import profile_kv as bad_kv
+from impl.v1.core.kv_cache_utils import check_enough_kv_cache_memory, estimate_max_model_len
+
+pytestmark = [pytest.mark.cpu,
+              pytest.mark.filterwarnings("ignore::impl.entrypoints.model_loader.UtilizationNotAppliedWarning")]
+VLLM_MODEL = {"num_layers": 32, "block_size": 16, "num_kv_heads": 32, "head_size": 128, "dtype": "float16"}
+
+
+def outcome(target: Callable[..., Any], call: Call) -> tuple[str, Any]:
+    try:
+        return "value", call.apply(target)
+    except Exception as exc:  # the exception is the outcome
+        return type(exc).__name__, str(exc)
+
+
+def told_apart(good: Callable[..., Any], wrong: Callable[..., Any], calls: list[Call]) -> bool:
+    return any(outcome(good, call) != outcome(wrong, call) for call in calls)
+
+
+BUDGET_CASES = [budget_call({"fixture": "vllm-docstring-example"}), budget_call({"fixture": "phi4-gptq-a100-util015"})]
+BLOCK_CASES = [blocks_call({"fixture": "phi4-gptq-a100-util015"})]
+FIT_CASES = [fit_call({**VLLM_MODEL, "available_memory": 8 << 30, "max_model_len": 16384}),
+             fit_call({**VLLM_MODEL, "available_memory": 8 << 30, "max_model_len": 16385}),
+             fit_call({**VLLM_MODEL, "available_memory": 0, "max_model_len": 1})]
+ESTIMATE_CASES = [fit_call({**VLLM_MODEL, "available_memory": 8 << 30, "max_model_len": 16383}),
+                  fit_call({**VLLM_MODEL, "available_memory": (8 << 30) - 1, "max_model_len": 16385}),
+                  fit_call({**VLLM_MODEL, "available_memory": 1 << 20, "max_model_len": 16385})]
+
+
+@pytest.mark.parametrize("good, wrong, calls", [
+    (available_kv_cache_memory, bad.budget_from_free, BUDGET_CASES),
+    (available_kv_cache_memory, bad.weights_not_subtracted, BUDGET_CASES),
+    (available_kv_cache_memory, bad.non_torch_since_before_profile, BUDGET_CASES),
+    (util_path_num_blocks, bad.blocks_budget_from_free, BLOCK_CASES),
+    (util_path_num_blocks, bad.blocks_weights_not_subtracted, BLOCK_CASES),
+    (util_path_num_blocks, bad.blocks_non_torch_since_before_profile, BLOCK_CASES),
+    (util_path_num_blocks, bad.blocks_profile_ignored, BLOCK_CASES),
+    (check_enough_kv_cache_memory, bad_kv.fit_check_one_layer, FIT_CASES),
+    (check_enough_kv_cache_memory, bad_kv.fit_check_skips_empty_budget, FIT_CASES),
+    (check_enough_kv_cache_memory, bad_kv.fit_check_refuses_exact_fit, FIT_CASES),
+    (estimate_max_model_len, bad_kv.estimate_counts_partial_blocks, ESTIMATE_CASES),
+    (estimate_max_model_len, bad_kv.estimate_ignores_max_model_len, ESTIMATE_CASES),
+    (estimate_max_model_len, bad_kv.estimate_never_zero, ESTIMATE_CASES),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_known_bad_is_told_apart(good: Callable[..., Any], wrong: Callable[..., Any], calls: list[Call]) -> None:
+    assert told_apart(good, wrong, calls)
+
+
+def test_each_mistake_moves_the_docstring_budget_by_what_it_forgets() -> None:
+    call = BUDGET_CASES[0]
+    right = call.apply(available_kv_cache_memory)
+    assert right == 67 << 30
+    assert call.apply(bad.weights_not_subtracted) - right == 2 << 30        # the 2 GiB of weights
+    assert call.apply(bad.non_torch_since_before_profile) - right == 1 << 29  # the 0.5 GiB of NCCL before profiling
+    assert right - call.apply(bad.budget_from_free) == 966367641            # ceil(80 GiB x 0.9) - ceil(79 GiB x 0.9)
+
+
+def test_phi4_known_bads_miss_the_logged_715_blocks() -> None:
+    call = BLOCK_CASES[0]
+    assert call.apply(util_path_num_blocks) == 715
+    assert {f.__name__: call.apply(f) for f in (bad.blocks_budget_from_free, bad.blocks_weights_not_subtracted,
+                                                bad.blocks_non_torch_since_before_profile)} == {
+        "blocks_budget_from_free": 694, "blocks_weights_not_subtracted": 3504,
+        "blocks_non_torch_since_before_profile": 735}
