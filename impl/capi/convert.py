@@ -123,6 +123,7 @@ _KINDS: dict[str, tuple[Callable[[str, Any], Any], Callable[[str, Any], Any]]] =
 }
 MAPPINGS: tuple[MemberMapping, ...] = tuple(MemberMapping(name, *_KINDS[name]) for name in MEMBER_NAMES)
 """One mapping per member, in struct order (the order in which members are checked)."""
+_BY_NAME = {m.name: m for m in MAPPINGS}
 
 
 def engine_params_from_values(values: Mapping[str, Any],
@@ -153,6 +154,11 @@ def c_values_from_engine(params: EngineParams, mappings: tuple[MemberMapping, ..
     if not isinstance(params, EngineParams):
         raise TypeError(f"c_values_from_engine needs EngineParams, got {type(params).__name__}")
     return {m.name: m.to_c(m.name, getattr(params, m.name)) for m in mappings}
+
+
+def member_to_c(name: str, value: Any) -> Any:
+    """The C value of one member as the inverse writes it (int range and string checks included)."""
+    return _BY_NAME[name].to_c(name, value)
 
 
 def model_params_from_engine(params: EngineParams) -> ModelParams:

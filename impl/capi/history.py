@@ -86,7 +86,7 @@ def read_history(text: str) -> dict[int, list[str]]:
 
 def field_history(members: Iterable[tuple[str, int]], abi_version: int,
                   entries: dict[int, list[str]] | None = None) -> dict[str, object]:
-    """Each version's member list, after checking the rules.
+    """Each version's member list, ``{"abi_version": N, "versions": {"v1": [...], ..., "vN": [...]}}``.
 
     Every member has a version in 1..``abi_version``; versions never decrease along the struct (so each
     version's list is a prefix of the next); the newest member's version is ``abi_version``; and, when
@@ -109,7 +109,7 @@ def field_history(members: Iterable[tuple[str, int]], abi_version: int,
     if entries is not None:
         _check_entries(ordered, abi_version, entries)
     return {"abi_version": abi_version,
-            "versions": {v: [name for name, since in ordered if since <= v] for v in range(1, abi_version + 1)}}
+            "versions": {f"v{v}": [name for name, since in ordered if since <= v] for v in range(1, abi_version + 1)}}
 
 
 def _check_entries(ordered: list[tuple[str, int]], abi_version: int, entries: dict[int, list[str]]) -> None:

@@ -61,7 +61,7 @@ def _check_versions(facts: HeaderFacts) -> None:
 
 
 def compiled_history(header_text: str) -> dict[str, object]:
-    """``{"abi_version": N, "versions": {v: [members]}}`` after the compiler confirms every version is a prefix.
+    """``{"abi_version": N, "versions": {"vN": [members]}}`` after the compiler confirms every version is a prefix.
 
     Raises AbiHistoryError when a version's members move in the full struct (a member inserted before
     them) or when a later member sits inside an earlier version's extent.
@@ -89,7 +89,7 @@ def compiled_history(header_text: str) -> dict[str, object]:
         if intruders:
             raise AbiHistoryError(f"members {intruders} sit inside the v{version} layout but were added later")
     return {"abi_version": facts.abi_version,
-            "versions": {v: [m.name for m in ms] for v, ms in per_version.items()}}
+            "versions": {f"v{v}": [m.name for m in ms] for v, ms in per_version.items()}}
 
 
 def header_history(header: str | Path) -> dict[str, object]:

@@ -127,3 +127,9 @@ def c_check(header: str | Path, values: Mapping[str, Any], bytes_per_block: int)
 def c_abi_version(header: str | Path) -> int:
     """``vllm_abi_version()`` of the library built from the header at ``header``."""
     return _library(header).abi_version()
+
+
+def handshake_library(header_text: str) -> Path:
+    """A library built from any header that only answers ``vllm_abi_version()`` (and a zeroed default)."""
+    return build("vllm_handshake", header_text, _SOURCE.with_name("handshake_lib.c").read_text(encoding="utf-8"),
+                 shared=True)

@@ -1,0 +1,27 @@
+"""Shared fixtures of the CAPI-ABI tests: the spec header text and a skip when no C compiler works."""
+from __future__ import annotations
+
+import pytest
+
+from gates.inputs.capi import SPEC_HEADER
+from oracles.abi.toolchain import CompilerUnavailable, find_compiler
+
+
+@pytest.fixture(scope="session")
+def spec_text() -> str:
+    return SPEC_HEADER.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def compiler() -> None:
+    """Skip (with the reason) a test that needs the C compiler when there is none."""
+    try:
+        find_compiler()
+    except CompilerUnavailable as exc:
+        pytest.skip(f"compiled C ABI oracle unavailable: {exc}")
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Builds go to one cache per test session, never to a shared one."""
+    monkeypatch.setenv("VLLM_GATES_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "capi-cache"))

@@ -1,0 +1,80 @@
+"""Each CAPI-ABI known-bad differs from the correct target on a named input (the gate file lists the same)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gates.adapters import capi as adapters
+from gates.inputs import capi as inputs
+from gates.known_bad import capi as bad
+from impl.capi import model_params_default
+from impl.capi.history import header_history
+from impl.capi.layout import model_params_layout
+from impl.capi.library import checked_abi_version
+from impl.entrypoints.example_cli import engine_params_via_c
+
+pytestmark = pytest.mark.cpu
+GATE_FILE = Path(inputs.ROOT, "gates", "rows", "CAPI-ABI.yaml")
+
+
+def _outcome(target, call):
+    try:
+        value = call.apply(target)
+    except Exception as exc:  # the exception is the outcome being compared
+        return ("raised", type(exc).__name__)
+    if hasattr(value, "gpu_memory_utilization_is_explicit"):
+        return adapters.describe(value)
+    if hasattr(value, "_fields_"):
+        return adapters.member_values(value)
+    return value
+
+
+# known-bad -> (correct target, builder, an input that tells them apart)
+DISCRIMINATING = {
+    bad.layout_field_inserted_mid_struct: (model_params_layout, inputs.no_arguments, {}),
+    bad.layout_float_utilization: (model_params_layout, inputs.no_arguments, {}),
+    bad.layout_int32_byte_budget: (model_params_layout, inputs.no_arguments, {}),
+    bad.layout_field_without_bump: (model_params_layout, inputs.no_arguments, {}),
+    bad.history_sorted_by_version: (header_history, inputs.header_text, {"variant": "inserted-mid-struct"}),
+    bad.history_trusts_the_macro: (header_history, inputs.header_text, {"variant": "member-without-bump"}),
+    bad.history_skips_entries: (header_history, inputs.header_text, {"variant": "member-without-history-entry"}),
+    bad.default_num_blocks_256: (model_params_default, inputs.no_arguments, {}),
+    bad.default_max_num_seqs_8: (model_params_default, inputs.no_arguments, {}),
+    bad.default_utilization_zero: (model_params_default, inputs.no_arguments, {}),
+    bad.round_trip_float_utilization: (adapters.round_trip, inputs.engine_params, {"gpu_memory_utilization": 0.85}),
+    bad.round_trip_int32_byte_budget: (adapters.round_trip, inputs.engine_params, {"kv_cache_memory_bytes": 2**32}),
+    bad.round_trip_field_inserted_mid_struct: (adapters.round_trip, inputs.engine_params, {"device": 2}),
+    bad.round_trip_zero_utilization_literal: (adapters.round_trip, inputs.engine_params, {}),
+    bad.round_trip_strings_as_latin1: (adapters.round_trip, inputs.engine_params, {"model_path": "é"}),
+    bad.pool_zero_utilization_literal: (adapters.pool_from_v16_struct, inputs.v15_struct, {}),
+    bad.pool_zero_utilization_explicit: (adapters.pool_from_v16_struct, inputs.v15_struct, {}),
+    bad.load_sub_block_budget_model_load: (adapters.load_verdict, inputs.load_call,
+                                           {"members": {"kv_cache_memory_bytes": 1}}),
+    bad.load_utilization_clamped: (adapters.load_verdict, inputs.load_call, {"members": {"gpu_memory_utilization": 1.5}}),
+    bad.load_negative_budget_unset: (adapters.load_verdict, inputs.load_call, {"members": {"kv_cache_memory_bytes": -8}}),
+    bad.load_nan_utilization_unnamed: (adapters.load_verdict, inputs.load_call,
+                                       {"members": {"gpu_memory_utilization": float("nan")}}),
+    bad.load_message_without_member: (adapters.load_verdict, inputs.load_call, {"members": {"device": 4}}),
+    bad.version_bump_without_member: (checked_abi_version, inputs.library, {"library": "spec"}),
+    bad.version_unchecked: (checked_abi_version, inputs.library, {"library": "v15"}),
+    bad.cli_writes_default_utilization: (engine_params_via_c, inputs.argv, {"argv": []}),
+    bad.cli_strtoll_kv_memory: (engine_params_via_c, inputs.argv, {"argv": ["--kv-cache-memory", "4GiB"]}),
+    bad.cli_zero_utilization_means_default: (engine_params_via_c, inputs.argv,
+                                             {"argv": ["--gpu-memory-utilization", "0"]}),
+}
+
+
+@pytest.mark.parametrize("known_bad", list(DISCRIMINATING), ids=lambda f: f.__name__)
+def test_known_bad_differs_from_correct(compiler, known_bad):
+    correct, builder, data = DISCRIMINATING[known_bad]
+    call = builder(data)
+    assert _outcome(known_bad, call) != _outcome(correct, call)
+
+
+def test_every_known_bad_of_the_gate_file_is_covered_here():
+    gates = yaml.safe_load(GATE_FILE.read_text(encoding="utf-8"))["gates"]
+    listed = {entry.split(":")[1] for gate in gates for entry in gate.get("known_bad", {}).values()}
+    assert listed == {f.__name__ for f in DISCRIMINATING}
+    assert all(gate.get("known_bad") for gate in gates)
