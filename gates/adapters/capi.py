@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 from gates.inputs.capi import SPEC_HEADER
 from impl.capi.abi import ModelParams
 from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, c_values_from_engine, engine_params_from_values
+from impl.capi.library import open_library
 from impl.capi.load import LoadResult, engine_load
 from impl.entrypoints.cli_args import engine_params_from_args
 from impl.entrypoints.example_cli import build_parser
@@ -52,12 +53,16 @@ def member_values(struct: Any) -> dict[str, Any]:
     """A struct's members as plain values (strings decoded as UTF-8); a mapping passes through."""
     if isinstance(struct, Mapping):
         return dict(struct)
+    if not isinstance(struct, ctypes.Structure):
+        raise TypeError(f"expected a ctypes struct or a mapping of members, got {type(struct).__name__}")
     values = {name: getattr(struct, name) for name, _ in struct._fields_}
     return {k: v.decode("utf-8") if isinstance(v, bytes) else v for k, v in values.items()}
 
 
 def same_members(actual: Any, expected: Any) -> bool:
     """A struct (or member mapping) has exactly the expected members and values, types included."""
+    if not all(isinstance(v, (ctypes.Structure, Mapping)) for v in (actual, expected)):
+        return False
     got, want = member_values(actual), member_values(expected)
     return got.keys() == want.keys() and all(_strict(got[k], want[k]) for k in got)
 
@@ -71,6 +76,21 @@ def through_c(params: EngineParams, struct: type[ctypes.Structure] = ModelParams
     with library.copied(ctypes.string_at(ctypes.addressof(written), size)) as copied:
         back = struct.from_buffer_copy(copied.ljust(size, b"\0")[:size])
         return engine_params_from_values({name: getattr(back, name) for name in MEMBER_NAMES}, mappings)
+
+
+def default_returned_by_value(struct: type[ctypes.Structure] = ModelParams) -> ctypes.Structure:
+    """``vllm_model_params_default()`` of the compiled library, returned by value into ``struct``."""
+    library = open_library(load(SPEC_HEADER.read_text(encoding="utf-8")).path)
+    if struct is ModelParams:
+        return library.model_params_default()
+    function = library.handle.vllm_model_params_default
+    function.argtypes, function.restype = [], struct
+    return function()
+
+
+def c_default_through_mirror() -> ctypes.Structure:
+    """The C default as a Python caller receives it: by value, into ``ModelParams``."""
+    return default_returned_by_value()
 
 
 def round_trip(params: EngineParams) -> EngineParams:
@@ -100,10 +120,23 @@ def pool_from_v16_struct(v15: Mapping[str, Any], probe: KVCacheConfig) -> dict[s
 
 
 def verdict(result: LoadResult) -> dict[str, Any]:
-    """Status name, the member the message names (``vllm_model_params.<member>``) and the block count."""
+    """Status name and code, the member the message names (``vllm_model_params.<member>``), the block
+    count, and on success what the engine read from each member (with whether the utilization was chosen)."""
     named = _NAMED_MEMBER.search(result.error or "")
-    return {"status": result.status.name, "field": named.group(1) if named else None,
-            "num_blocks": result.num_blocks}
+    read = None
+    if result.engine_params is not None:
+        view = describe(result.engine_params)
+        read = {name: view[name] for name in (*MEMBER_NAMES, "gpu_memory_utilization_is_explicit")}
+    return {"status": result.status.name, "code": int(result.status), "field": named.group(1) if named else None,
+            "num_blocks": result.num_blocks, "read": read}
+
+
+def verdicts_agree(actual: Any, expected: Any) -> bool:
+    """``actual`` has every key of ``expected`` with an equal value (types included; a case may name a subset)."""
+    if not isinstance(actual, Mapping) or not isinstance(expected, Mapping) or not set(expected) <= set(actual):
+        return False
+    return all(verdicts_agree(actual[k], v) if isinstance(v, Mapping) else _strict(actual[k], v)
+               for k, v in expected.items())
 
 
 def load_verdict(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:

@@ -11,7 +11,9 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from gates.adapters.capi import load_verdict, pool_from_members, through_c, verdict
+from enum import IntEnum
+
+from gates.adapters.capi import default_returned_by_value, load_verdict, pool_from_members, through_c, verdict
 from impl.capi import history as good_history
 from impl.capi.abi import FIELD_SINCE, MEMBERS, ModelParams, VllmStatus
 from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, engine_params_from_c, engine_params_from_values
@@ -111,6 +113,18 @@ def default_utilization_zero() -> ModelParams:
     params = model_params_default()
     params.gpu_memory_utilization = 0.0
     return params
+
+
+# --- default-by-value gate: gates.adapters.capi:c_default_through_mirror() --------------------------------
+
+def by_value_into_float_mirror() -> ctypes.Structure:
+    """The C default received into a mirror whose utilization is a float."""
+    return default_returned_by_value(FLOAT_UTILIZATION)
+
+
+def by_value_into_mid_struct_mirror() -> ctypes.Structure:
+    """The C default received into a mirror with a member inserted mid-struct."""
+    return default_returned_by_value(MID_STRUCT)
 
 
 # --- bad readers shared by the round-trip, zero-struct and status gates ----------------------------------
@@ -227,6 +241,22 @@ def load_negative_budget_unset(params: ModelParams, probe: KVCacheConfig) -> dic
 def load_nan_utilization_unnamed(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
     """Range-checks with < and >, which NaN passes; the later refusal no longer names the member."""
     return _read_then_load(params, probe, _swap("gpu_memory_utilization", _nan_slips_through))
+
+
+class _RenumberedStatus(IntEnum):
+    """A binding that numbered MODEL_LOAD before INVALID_ARGUMENT."""
+
+    VLLM_OK = 0
+    VLLM_ERR_MODEL_LOAD = 1
+    VLLM_ERR_INVALID_ARGUMENT = 2
+    VLLM_ERR_RUNTIME = 3
+    VLLM_ERR_UNKNOWN = 4
+
+
+def load_status_renumbered(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
+    """Right status names, wrong numbers: a C caller comparing codes reads INVALID_ARGUMENT as MODEL_LOAD."""
+    result = load_verdict(params, probe)
+    return {**result, "code": int(_RenumberedStatus[result["status"]])}
 
 
 def load_message_without_member(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:

@@ -1,7 +1,6 @@
 """``vllm_model_params`` <-> ``EngineParams``: what zero and negative values mean, and the inverse (CAPI-5.1 to CAPI-5.9).
 
-Mirrors the member copy of vllm_engine_load in the C++ port's vllm_c.cpp and the meanings written in
-spec/include/vllm.h; unlike the port, a bad member is an InvalidArgument naming it, never a silent default.
+Mirrors the member copy of vllm_engine_load (the C++ port's vllm_c.cpp); a bad member is refused, never defaulted.
 """
 from __future__ import annotations
 

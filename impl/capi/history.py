@@ -1,7 +1,6 @@
 """The header's version history, checked append-only: each version's members are a prefix of the next's (CAPI-3.1 to CAPI-3.5).
 
-Reads the "[vN]" member annotations and the "vN +member" history entries of spec/include/vllm.h
-(the C++ port's include/vllm.h kept them as prose only, and later inserted members mid-struct).
+Reads the "[vN]" annotations and "vN +member" history lines of spec/include/vllm.h (mirrors the port's include/vllm.h).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Open an engine library through ctypes, refusing one built for another ABI version (CAPI-8.1 to CAPI-8.3).
+"""Open an engine library through ctypes, refusing one built for another ABI version (CAPI-8.1, CAPI-8.2).
 
 Mirrors the version handshake FFI consumers of the C++ port do with ``vllm_abi_version()`` (include/vllm.h).
 """

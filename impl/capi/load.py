@@ -1,4 +1,4 @@
-"""The sizing step of ``vllm_engine_load`` and its status mapping (CAPI-9.1 to CAPI-9.4).
+"""The sizing step of ``vllm_engine_load`` and its status mapping (CAPI-9.1 to CAPI-9.3).
 
 Mirrors vllm_c.cpp of the C++ port, except that a KV budget below one block is VLLM_ERR_INVALID_ARGUMENT,
 as its header promises (the port answered VLLM_ERR_MODEL_LOAD there).

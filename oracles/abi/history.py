@@ -1,7 +1,6 @@
 """Append-only history of vllm_model_params, derived by compiling each version's struct (CAPI-3.1 to CAPI-3.5).
 
-For every version N the probe lays out a struct of the members annotated [v1]..[vN], in header order,
-and compares it with the real struct; mirrors the "[vN]" comments of the C++ port's include/vllm.h.
+Each version's members, in header order, are laid out alone and compared with the real struct (the port's include/vllm.h).
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """How a v15 engine sized the KV pool from vllm_model_params, which had no sizing knobs (CAPI-7.1, CAPI-7.2).
 
-A model of the behaviour before ABI v16 (the C++ port's vllm_c.cpp and ResolveNumBlocks): a positive
-num_blocks was the pool, anything else the 256-block default; there was no utilization to warn about.
+Models the pre-v16 C++ port (vllm_c.cpp, ResolveNumBlocks): num_blocks > 0 was the pool, else 256 blocks.
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The stand-in engine library compiled from the header, read through the compiler's layout (CAPI-4, CAPI-6, CAPI-9).
 
-Structs cross as raw bytes encoded and decoded at the measured offsets, never through a Python mirror;
-mirrors the C++ port's vllm_c.cpp entry points vllm_model_params_default and vllm_abi_version.
+Structs cross as raw bytes at the measured offsets, never through a Python mirror; mirrors the C++ port's vllm_c.cpp.
 """
 from __future__ import annotations
 
@@ -36,7 +35,8 @@ class OracleLibrary:
         self._lib.vllm_oracle_copy.restype = ctypes.c_int
         self._lib.vllm_oracle_release.argtypes = [ctypes.c_void_p]
         self._lib.vllm_oracle_check.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_char_p),
-                                                ctypes.POINTER(ctypes.c_int64)]
+                                                ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p,
+                                                ctypes.POINTER(ctypes.c_int32)]
         self._lib.vllm_oracle_check.restype = ctypes.c_int32
 
     def abi_version(self) -> int:
@@ -62,14 +62,21 @@ class OracleLibrary:
             self._lib.vllm_oracle_release(target)
 
     def check(self, values: Mapping[str, Any], bytes_per_block: int) -> dict[str, Any]:
-        """The C checks on a struct holding ``values`` (other members zero): status name, member, blocks."""
+        """The C verdict on a struct holding ``values`` (other members zero): status code and name, the
+        member at fault, the block count, and what each member means (``read``, strings as text)."""
         keep: list[Any] = []
         raw = ctypes.create_string_buffer(self.encode(values, keep), self.layout.size)
-        field, blocks = ctypes.c_char_p(), ctypes.c_int64()
-        code = int(self._lib.vllm_oracle_check(raw, bytes_per_block, ctypes.byref(field), ctypes.byref(blocks)))
-        ok = self.statuses[code] == "VLLM_OK"
-        return {"status": self.statuses[code], "field": None if ok else field.value.decode(),
-                "num_blocks": blocks.value if ok else None}
+        read = ctypes.create_string_buffer(self.layout.size)
+        field, blocks, chosen = ctypes.c_char_p(), ctypes.c_int64(), ctypes.c_int32()
+        code = int(self._lib.vllm_oracle_check(raw, bytes_per_block, ctypes.byref(field), ctypes.byref(blocks), read,
+                                               ctypes.byref(chosen)))
+        if self.statuses[code] != "VLLM_OK":
+            return {"status": self.statuses[code], "code": code, "field": field.value.decode(), "num_blocks": None,
+                    "read": None}
+        meaning = {name: value.decode("utf-8") if isinstance(value, bytes) else value
+                   for name, value in self.decode(read.raw).items()}
+        meaning["gpu_memory_utilization_is_explicit"] = bool(chosen.value)
+        return {"status": "VLLM_OK", "code": code, "field": None, "num_blocks": blocks.value, "read": meaning}
 
     def encode(self, values: Mapping[str, Any], keep: list[Any]) -> bytes:
         """Bytes of a struct with ``values`` at the measured offsets; string buffers go into ``keep``."""
@@ -120,7 +127,7 @@ def c_default_values(header: str | Path) -> dict[str, Any]:
 
 
 def c_check(header: str | Path, values: Mapping[str, Any], bytes_per_block: int) -> dict[str, Any]:
-    """The C library's verdict on a struct with ``values``: ``{"status", "field", "num_blocks"}``."""
+    """The C library's verdict on a struct with ``values``: ``{"status", "code", "field", "num_blocks", "read"}``."""
     return _library(header).check(values, bytes_per_block)
 
 

@@ -138,15 +138,19 @@ static int oracle_tri_state_ok(int32_t value) { return value == 0 || value == 1 
   } while (0)
 
 /*
- * The documented checks, in member order, then the pool size without a memory
- * profile: num_blocks > 0 wins, then kv_cache_memory_bytes / bytes_per_block,
- * else the 256-block fallback. On refusal *field names the first bad member.
+ * The documented checks, in member order; then what each member means (*read,
+ * with *utilization_chosen false when 0.0 stood for the default); then the pool
+ * size without a memory profile: num_blocks > 0 wins, then
+ * kv_cache_memory_bytes / bytes_per_block, else the 256-block fallback. On
+ * refusal *field names the first bad member.
  */
 int32_t vllm_oracle_check(const vllm_model_params *p, int64_t bytes_per_block, const char **field,
-                          int64_t *num_blocks) {
+                          int64_t *num_blocks, vllm_model_params *read, int32_t *utilization_chosen) {
   double util = p->gpu_memory_utilization;
   *field = NULL;
   *num_blocks = 0;
+  *read = *p;
+  *utilization_chosen = util != 0.0;
   if (!oracle_utf8_ok(p->model_path)) ORACLE_REFUSE("model_path");
   if (!oracle_utf8_ok(p->tokenizer_config_path)) ORACLE_REFUSE("tokenizer_config_path");
   if (!oracle_utf8_ok(p->tool_parser)) ORACLE_REFUSE("tool_parser");
@@ -159,6 +163,12 @@ int32_t vllm_oracle_check(const vllm_model_params *p, int64_t bytes_per_block, c
   if (!oracle_tri_state_ok(p->device)) ORACLE_REFUSE("device");
   if (isnan(util) || util < 0.0 || util > 1.0) ORACLE_REFUSE("gpu_memory_utilization");
   if (p->kv_cache_memory_bytes < 0) ORACLE_REFUSE("kv_cache_memory_bytes");
+  if (read->block_size <= 0) read->block_size = 32;
+  if (read->num_blocks <= 0) read->num_blocks = 0;
+  if (read->max_model_len <= 0) read->max_model_len = 0;
+  if (read->max_num_seqs <= 0) read->max_num_seqs = 32;
+  if (read->max_num_batched_tokens <= 0) read->max_num_batched_tokens = 0;
+  if (!*utilization_chosen) read->gpu_memory_utilization = 0.92;
   if (p->num_blocks > 0) {
     *num_blocks = p->num_blocks;
   } else if (p->kv_cache_memory_bytes > 0) {

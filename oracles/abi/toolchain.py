@@ -1,7 +1,6 @@
-"""Compile C against the spec header with the system compiler, cached by content hash (CAPI-2.1, CAPI-2.6).
+"""Compile C against the spec header with the system compiler, cached by content hash (CAPI-1.1, CAPI-2.1).
 
-Serves every compiled oracle of spec/c-abi.md; the flags are those the C++ port's header test uses
-(tests/capi/c_header_compile.c): C11, all warnings as errors.
+Flags as the C++ port's header test (tests/capi/c_header_compile.c): C11, all warnings as errors.
 """
 from __future__ import annotations
 
