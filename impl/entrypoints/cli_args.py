@@ -14,7 +14,7 @@ from impl.entrypoints.sizes import parse_size
 _KV_MEMORY_FLAG = "--kv-cache-memory"
 
 
-def _int_arg(text: str) -> int:
+def int_arg(text: str) -> int:
     """An integer flag: ASCII digits with an optional leading minus sign, nothing else."""
     body = text[1:] if text.startswith("-") else text
     if not body.isascii() or not body.isdigit():
@@ -40,9 +40,9 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     """Add --block-size, --num-blocks, --kv-cache-memory, --gpu-memory-utilization, --max-model-len."""
     group = parser.add_argument_group("KV-cache sizing (precedence: --num-blocks > --kv-cache-memory > "
                                       "--gpu-memory-utilization)")
-    group.add_argument("--block-size", type=_int_arg, default=32, metavar="N",
+    group.add_argument("--block-size", type=int_arg, default=32, metavar="N",
                        help="tokens per KV block (default: 32)")
-    group.add_argument("--num-blocks", type=_int_arg, default=0, metavar="N",
+    group.add_argument("--num-blocks", type=int_arg, default=0, metavar="N",
                        help="use exactly N KV blocks; 0 sizes the pool from memory (default: 0)")
     group.add_argument(_KV_MEMORY_FLAG, "--kv-cache-memory-bytes", dest="kv_cache_memory_bytes", type=_size_arg,
                        default=0, metavar="SIZE",
@@ -50,7 +50,7 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
                             "Ignores --gpu-memory-utilization")
     group.add_argument("--gpu-memory-utilization", type=_float_arg, default=None, metavar="F",
                        help="fraction of device memory for the engine, in (0, 1] (default: 0.92)")
-    group.add_argument("--max-model-len", type=_int_arg, default=0, metavar="L",
+    group.add_argument("--max-model-len", type=int_arg, default=0, metavar="L",
                        help="longest request in tokens; 0 = the model's own limit")
     return parser
 

@@ -10,7 +10,7 @@ import sys
 import warnings
 from typing import Any, Sequence
 
-from impl.entrypoints.cli_args import add_sizing_arguments, engine_params_from_args
+from impl.entrypoints.cli_args import add_sizing_arguments, engine_params_from_args, int_arg
 
 _DECIDED_BY = {
     "num_blocks": "--num-blocks (override)",
@@ -23,13 +23,13 @@ _DECIDED_BY = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kv-plan", description="Plan the KV-cache pool of a model on one rank.")
     parser.add_argument("--model-config", required=True, metavar="PATH", help="the model's config.json")
-    parser.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N", help="ranks (default: 1)")
+    parser.add_argument("--tensor-parallel-size", type=int_arg, default=1, metavar="N", help="ranks (default: 1)")
     parser.add_argument("--dtype", default="auto", choices=("auto", "float16", "bfloat16", "float32"),
                         help="model dtype (default: the config's torch_dtype)")
     parser.add_argument("--kv-cache-dtype", default="auto", metavar="DTYPE",
                         help="KV storage: auto, fp8, fp8_e4m3, fp8_e5m2, fp8_ds_mla, int8_per_token_head, "
                              "fp8_per_token_head, nvfp4, or a model dtype (default: auto)")
-    parser.add_argument("--max-num-batched-tokens", type=int, default=0, metavar="T",
+    parser.add_argument("--max-num-batched-tokens", type=int_arg, default=0, metavar="T",
                         help="tokens per step, for sliding-window usage (default: max model length)")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     add_sizing_arguments(parser)

@@ -35,6 +35,13 @@ DEFAULT_GPU_MEMORY_UTILIZATION = DefaultUtilization(0.92)
 """vLLM's default since 2026 (vllm/config/cache.py); pass nothing, or this object, to mean "default"."""
 
 
+NO_CACHE_MEMORY = (
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the "
+    "engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+)
+"""vLLM's refusal when the profile leaves nothing for the KV cache (vllm/v1/core/kv_cache_utils.py)."""
+
+
 class UtilizationNotAppliedWarning(UserWarning):
     """An explicit gpu_memory_utilization was accepted but did not size the KV pool (no profile run)."""
 
@@ -142,9 +149,9 @@ def resolve_kv_pool(params: EngineParams, probe: KVCacheConfig, profile: Any = N
         avail = _available_kv_memory(profile)
         if avail <= 0:
             raise ValueError(
-                f"No available memory for the cache blocks: the profile run left {avail} bytes for the KV "
-                f"cache at gpu_memory_utilization={float(params.gpu_memory_utilization)}. Try increasing "
-                "`gpu_memory_utilization`, or size the pool with --kv-cache-memory or --num-blocks."
+                f"{NO_CACHE_MEMORY} (The profile left {avail} bytes for the KV cache at "
+                f"gpu_memory_utilization={float(params.gpu_memory_utilization)}; --kv-cache-memory or "
+                "--num-blocks size the pool without it.)"
             )
         bpb = _bytes_per_block(probe, "the memory profile")
         if avail < bpb:

@@ -12,6 +12,7 @@ import torch
 from impl.entrypoints.model_loader import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     FALLBACK_NUM_BLOCKS,
+    NO_CACHE_MEMORY,
     EngineParams,
     UtilizationNotAppliedWarning,
     resolve_kv_pool,
@@ -112,8 +113,9 @@ def test_profile_path():
     assert resolve_kv_pool(EngineParams(), probe(), SimpleNamespace(available_kv_cache_memory=16384)).decided_by == \
         "gpu_memory_utilization"
     for avail in (0, -1):
-        with pytest.raises(ValueError, match="^No available memory for the cache blocks"):
+        with pytest.raises(ValueError, match="^No available memory for the cache blocks") as err:
             resolve_num_blocks(EngineParams(), probe(), SimpleNamespace(available_kv_cache_memory=avail))
+        assert str(err.value).startswith(NO_CACHE_MEMORY) and f"left {avail} bytes" in str(err.value)
     with pytest.raises(ValueError, match="smaller than a single KV block"):
         resolve_num_blocks(EngineParams(), probe(), SimpleNamespace(available_kv_cache_memory=100))
     with pytest.raises(TypeError, match="available_kv_cache_memory must be an int"):
