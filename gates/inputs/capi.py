@@ -14,7 +14,6 @@ A missing C compiler skips the gate item with the reason (CAPI-2.6): it is never
 from __future__ import annotations
 
 import ctypes
-import hashlib
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -27,7 +26,7 @@ from impl.capi.layout import C_TYPE_NAMES
 from impl.entrypoints.model_loader import EngineParams
 from impl.v1 import kv_cache_interface as kv
 from oracles.abi.library import handshake_library
-from oracles.abi.toolchain import CompilerUnavailable, build, cache_root, find_compiler
+from oracles.abi.toolchain import CompilerUnavailable, build, find_compiler
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_HEADER = ROOT / "spec" / "include" / "vllm.h"
@@ -241,12 +240,3 @@ def argv(data: Mapping[str, Any]) -> Call:
     """Call(list of command-line words)."""
     return Call(args=(list(data["argv"]),))
 
-
-def materialized(text: str) -> Path:
-    """``text`` written as vllm.h in a folder of the cache named by its hash."""
-    folder = cache_root() / "headers" / hashlib.sha256(text.encode()).hexdigest()[:24]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "vllm.h"
-    if not path.is_file():
-        path.write_text(text, encoding="utf-8")
-    return path

@@ -6,13 +6,15 @@ as its header promises (the port answered VLLM_ERR_MODEL_LOAD there).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from impl.capi.abi import ModelParams, VllmStatus
 from impl.capi.convert import engine_params_from_c
 from impl.capi.errors import CapiError
 from impl.entrypoints.model_loader import EngineParams, resolve_num_blocks
-from impl.v1.kv_cache_interface import KVCacheConfig
+
+if TYPE_CHECKING:  # torch-free at import: the example CLI imports this package
+    from impl.v1.kv_cache_interface import KVCacheConfig
 
 
 @dataclass(frozen=True)

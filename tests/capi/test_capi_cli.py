@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +42,8 @@ def test_main_prints_the_struct_and_what_the_engine_reads(capsys):
 def test_main_refuses_bad_flags_with_exit_2(capsys, argv):
     assert example_cli.main(argv) == 2
     assert capsys.readouterr().err.startswith("example-cli: error: ")
+
+
+def test_example_cli_starts_without_torch():
+    code = "import sys, impl.entrypoints.example_cli; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2]).returncode == 0
