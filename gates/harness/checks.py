@@ -75,7 +75,7 @@ def build_call(builder: Callable[..., Any] | None, data: Any, role: str) -> Call
 def invoke(target: Callable[..., Any], call: Call) -> Outcome:
     try:
         return Outcome(value=call.apply(target))
-    except Exception as exc:  # the target's exception is data for the comparison
+    except (Exception, SystemExit) as exc:  # the target's exception (argparse's exit too) is data for the comparison
         return Outcome(error=exc)
 
 
