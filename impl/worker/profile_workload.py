@@ -134,13 +134,12 @@ def build_profile_decoder(geometry: DecoderGeometry, device: str | torch.device,
     """The decoder with random weights of `geometry.dtype`, created directly on `device`."""
     if not isinstance(geometry, DecoderGeometry):
         raise TypeError(f"geometry must be a DecoderGeometry, got {type(geometry).__name__}")
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        with torch.device(device):
+    target = torch.device(device)
+    cuda_devices = [target.index if target.index is not None else torch.cuda.current_device()] if target.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda_devices):  # the caller's random state is left as it was
+        torch.manual_seed(seed)
+        with target:
             model = ProfileDecoder(geometry).to(geometry.dtype)
-    finally:
-        torch.random.set_rng_state(generator_state)
     return model.eval()
 
 

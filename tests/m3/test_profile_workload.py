@@ -67,3 +67,11 @@ def test_token_ids_must_match_the_lengths() -> None:
     model = build_profile_decoder(tiny(), "cpu")
     with pytest.raises(ValueError, match="sum\\(lengths\\) = 7"):
         model(torch.arange(6), [3, 4])
+
+
+def test_building_leaves_the_callers_random_state_alone() -> None:
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    build_profile_decoder(tiny(), "cpu", seed=1)
+    assert torch.equal(torch.rand(3), expected)
