@@ -19,13 +19,13 @@
  * header's scope, not vllm_model_params):
  *   v1   +model_path +tokenizer_config_path +block_size +num_blocks
  *        +max_model_len +max_num_seqs: the first engine-load parameters.
- *   v2   sampling parameters of the generate entry points.
- *   v3   more sampling parameters.
+ *   v2   outside this struct (sampling parameters).
+ *   v3   outside this struct (sampling parameters).
  *   v4   +tool_parser: explicit tool-call parser for the chat entry points.
  *   v5   +reasoning_parser: explicit reasoning parser for the chat entry points.
  *   v6   +speculative_config: speculative decoding, as a JSON document.
  *   v7   +enable_prefix_caching: prefix caching tri-state.
- *   v8   the chat entry points.
+ *   v8   outside this struct (chat entry points).
  *   v9   +max_num_batched_tokens +scheduling_policy +kv_transfer_config:
  *        step token budget, admission policy, external KV connector;
  *        tokenizer_config_path is honoured from this version on.
