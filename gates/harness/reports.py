@@ -50,7 +50,7 @@ def _unmet(report: RunReport) -> list[str]:
         if not row.claim.claim_met:
             reasons.append(f"{row.row}: {row.claim.reason}")
         for gate in row.gates:
-            if gate.verdict.value in ("FAIL", "ERROR", "WEAK", "EMPTY") and gate.reason:
+            if gate.verdict.value in ("SKIPPED", "FAIL", "ERROR", "WEAK", "EMPTY") and gate.reason:
                 reasons.append(f"{row.row}::{gate.gate}: {gate.verdict.value}: {gate.reason}")
     return reasons
 
