@@ -82,9 +82,7 @@ def _convert(path: str, node: yaml.Node, loader: _Builder, depth: int = 0, budge
                 raise DefinitionError([Problem(_loc(path, key_node), "<<", "YAML merge keys are not supported")])
             if not isinstance(key_node, yaml.ScalarNode):
                 raise DefinitionError([Problem(_loc(path, key_node), "", "mapping keys must be plain scalars")])
-            key = loader.construct_object(key_node)
-            if not isinstance(key, str):
-                key = str(key) if isinstance(key, (int, float, bool)) or key is None else key
+            key = loader.construct_object(key_node)  # kept as YAML typed it: `1:` is the int 1 in case data
             if key in out:
                 raise DefinitionError([Problem(_loc(path, key_node), str(key), "duplicate key")])
             out[key] = _convert(path, value_node, loader, depth + 1, budget)
