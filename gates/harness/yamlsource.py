@@ -84,7 +84,9 @@ def _convert(path: str, node: yaml.Node, loader: _Builder, depth: int = 0, budge
                 raise DefinitionError([Problem(_loc(path, key_node), "", "mapping keys must be plain scalars")])
             key = loader.construct_object(key_node)  # kept as YAML typed it: `1:` is the int 1 in case data
             if key in out:
-                raise DefinitionError([Problem(_loc(path, key_node), str(key), "duplicate key")])
+                first = next(k for k in out if k == key)
+                what = "duplicate key" if repr(first) == repr(key) else f"key {key!r} collides with key {first!r} (equal as Python values)"
+                raise DefinitionError([Problem(_loc(path, key_node), str(key), what)])
             out[key] = _convert(path, value_node, loader, depth + 1, budget)
             out.key_locations[key] = _loc(path, key_node)
         return out
