@@ -95,9 +95,9 @@ def _class_names(error: BaseException) -> list[str]:
 
 
 def outcomes_agree(rg: ResolvedGate, impl: Outcome, oracle: Outcome) -> bool:
-    """Both return equal values, or both raise exceptions of the same class name."""
+    """Both return equal values, or both raise and the impl's exception is (a subclass of) the oracle's class, by name."""
     if impl.error is not None or oracle.error is not None:
-        return impl.error is not None and oracle.error is not None and type(impl.error).__name__ == type(oracle.error).__name__
+        return impl.error is not None and oracle.error is not None and type(oracle.error).__name__ in _class_names(impl.error)
     return _agree(rg, impl.value, oracle.value)
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from impl.capi.abi import ModelParams, VllmStatus
 from impl.capi.convert import engine_params_from_c
 from impl.capi.errors import CapiError
-from impl.entrypoints.model_loader import EngineParams, resolve_num_blocks
+from impl.entrypoints.model_loader import EngineParams, NoKVBytesPerBlockError, resolve_num_blocks
 
 if TYPE_CHECKING:  # torch-free at import: the example CLI imports this package
     from impl.v1.kv_cache_interface import KVCacheConfig
@@ -42,6 +42,8 @@ def engine_load(params: ModelParams, probe: KVCacheConfig, profile: Any = None) 
         return LoadResult(err.status, str(err))
     try:
         blocks = resolve_num_blocks(engine_params, probe, profile)
+    except NoKVBytesPerBlockError as err:  # the model, not an argument, cannot be sized: as the port's runtime_error
+        return LoadResult(VllmStatus.VLLM_ERR_MODEL_LOAD, str(err))
     except ValueError as err:
         member = _sizing_member(engine_params)
         return LoadResult(VllmStatus.VLLM_ERR_INVALID_ARGUMENT, f"vllm_model_params.{member}: {err}")

@@ -84,9 +84,9 @@ class EngineParams:
                      "speculative_config", "scheduling_policy", "kv_transfer_config"):
             check_optional_str(owner, name, getattr(self, name))
         check_int(owner, "block_size", self.block_size, minimum=1)
-        for name in ("num_blocks", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-                     "kv_cache_memory_bytes"):
+        for name in ("num_blocks", "max_model_len", "max_num_batched_tokens", "kv_cache_memory_bytes"):
             check_int(owner, name, getattr(self, name), minimum=0)
+        check_int(owner, "max_num_seqs", self.max_num_seqs, minimum=1)
         check_choice(owner, "enable_prefix_caching", self.enable_prefix_caching, _TRI_STATES)
         check_choice(owner, "enable_jump_forward", self.enable_jump_forward, _TRI_STATES)
         check_choice(owner, "device", self.device, _DEVICES)
@@ -98,6 +98,10 @@ class EngineParams:
     def gpu_memory_utilization_is_explicit(self) -> bool:
         """True when the caller chose the utilization, even if the value equals the default 0.92."""
         return not isinstance(self.gpu_memory_utilization, DefaultUtilization)
+
+
+class NoKVBytesPerBlockError(ValueError):
+    """A byte budget or profile cannot size a pool for a model whose blocks hold no KV bytes (MEM-1.7)."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ def _bytes_per_block(probe: KVCacheConfig, knob: str) -> int:
 
     bpb = kv_bytes_per_block(probe)
     if bpb <= 0:
-        raise ValueError(f"the model reports {bpb} KV bytes per block; cannot size the pool from {knob}")
+        raise NoKVBytesPerBlockError(f"the model reports {bpb} KV bytes per block; cannot size the pool from {knob}")
     return bpb
 
 

@@ -58,8 +58,6 @@ def test_bad_members_are_invalid_argument_naming_the_first(members, named):
 def test_inverse_refuses_values_without_a_c_spelling():
     with pytest.raises(InvalidArgument, match="num_blocks=2147483648 has no int32_t spelling"):
         model_params_from_engine(EngineParams(num_blocks=2**31))
-    with pytest.raises(InvalidArgument, match="max_num_seqs=0"):
-        model_params_from_engine(EngineParams(max_num_seqs=0))
     with pytest.raises(InvalidArgument, match="NUL"):
         model_params_from_engine(EngineParams(scheduling_policy="fc\0fs"))
 
@@ -82,9 +80,10 @@ def test_load_statuses():
     assert bad.status is VllmStatus.VLLM_ERR_INVALID_ARGUMENT and "gpu_memory_utilization" in bad.error
 
 
-def test_budget_for_a_model_without_attention_kv_is_refused():
+def test_budget_for_a_model_without_attention_kv_is_a_model_load_error():
+    """The arguments are valid; the model cannot be sized by bytes (the port's runtime_error -> MODEL_LOAD)."""
     mamba = kv.MambaSpec(block_size=16, shapes=((4, 8),), dtypes=(kv.torch.float16,))
     probe = kv.KVCacheConfig(num_blocks=0, kv_cache_tensors=(), kv_cache_groups=(kv.KVCacheGroupSpec(("m0",), mamba),))
     result = engine_load(struct_of({"kv_cache_memory_bytes": 2**20}), probe)
-    assert result.status is VllmStatus.VLLM_ERR_INVALID_ARGUMENT
-    assert "kv_cache_memory_bytes" in result.error
+    assert result.status is VllmStatus.VLLM_ERR_MODEL_LOAD
+    assert "0 KV bytes per block" in result.error
