@@ -1,0 +1,239 @@
+"""Rank layout and process groups by stride arithmetic (TP-1.1 to TP-1.9).
+
+Mirrors the group construction of ``initialize_model_parallel`` in vllm/distributed/parallel_state.py
+and the C++ port's include/vllm/distributed/parallel_layout.h.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain
+from typing import Iterator, Sequence, overload
+
+from impl.v1.field_checks import check_int
+
+GROUP_KINDS: tuple[str, ...] = ("tp", "dcp", "pcp", "pp", "dp", "ep")
+"""Group kinds in the order every rank creates them (TP-1.4)."""
+
+
+@dataclass(frozen=True)
+class ParallelDims:
+    """Parallel sizes of one world; ranks are laid out as (external_dp, dp, pp, pcp, tp), TP innermost."""
+
+    tp: int = 1
+    pcp: int = 1
+    pp: int = 1
+    dp: int = 1
+    external_dp: int = 1
+    dcp: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pcp", "pp", "dp", "external_dp", "dcp"):
+            check_int("ParallelDims", name, getattr(self, name), minimum=1)
+        if self.tp % self.dcp:
+            divisors = [d for d in range(1, self.tp + 1) if self.tp % d == 0]
+            raise ValueError(
+                f"ParallelDims.dcp: tp_size={self.tp} must be divisible by dcp_size={self.dcp}; "
+                f"accepted dcp for tp={self.tp}: {divisors}"
+            )
+
+    @cached_property
+    def world_size(self) -> int:
+        """Number of ranks; DCP splits TP groups and adds none (TP-1.2)."""
+        return self.external_dp * self.dp * self.pp * self.pcp * self.tp
+
+
+@dataclass(frozen=True)
+class RankCoords:
+    """A rank's index along each axis of the layout."""
+
+    external_dp: int
+    dp: int
+    pp: int
+    pcp: int
+    tp: int
+
+
+def check_rank(dims: ParallelDims, rank: int) -> int:
+    """Return ``rank`` if it is an int rank of the world of ``dims``; raise naming the range otherwise."""
+    if not isinstance(dims, ParallelDims):
+        raise TypeError(f"dims must be a ParallelDims, got {dims!r} ({type(dims).__name__})")
+    world = dims.world_size
+    if isinstance(rank, bool) or not isinstance(rank, int):
+        raise TypeError(f"rank must be an int in [0, {world - 1}], got {rank!r} ({type(rank).__name__})")
+    if not 0 <= rank < world:
+        raise ValueError(f"rank={rank} is outside the world of {world} ranks; accepted range [0, {world - 1}]")
+    return rank
+
+
+def rank_coords(dims: ParallelDims, rank: int) -> RankCoords:
+    """Coordinates of ``rank``: rank = (((external_dp*DP + dp)*PP + pp)*PCP + pcp)*TP + tp (TP-1.3)."""
+    rest, tp = divmod(check_rank(dims, rank), dims.tp)
+    rest, pcp = divmod(rest, dims.pcp)
+    rest, pp = divmod(rest, dims.pp)
+    external_dp, dp = divmod(rest, dims.dp)
+    return RankCoords(external_dp=external_dp, dp=dp, pp=pp, pcp=pcp, tp=tp)
+
+
+class StridedRanks(Sequence[int]):
+    """Group members ``start + b*block_stride + j`` for b < blocks, j < block_len, in that order.
+
+    Every group kind has this shape, so a group is described in O(1) and listed on demand.
+    """
+
+    __slots__ = ("start", "blocks", "block_stride", "block_len")
+
+    start: int
+    blocks: int
+    block_stride: int
+    block_len: int
+
+    def __init__(self, start: int, blocks: int, block_stride: int, block_len: int) -> None:
+        if not (
+            type(start) is int and type(blocks) is int and type(block_stride) is int and type(block_len) is int
+            and start >= 0 and blocks >= 1 and block_len >= 1 and block_stride >= block_len
+        ):  # the slow path names the field that is wrong
+            check_int("StridedRanks", "start", start, minimum=0)
+            check_int("StridedRanks", "blocks", blocks, minimum=1)
+            check_int("StridedRanks", "block_len", block_len, minimum=1)
+            check_int("StridedRanks", "block_stride", block_stride, minimum=block_len)
+        for name, value in (("start", start), ("blocks", blocks), ("block_stride", block_stride), ("block_len", block_len)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"StridedRanks is immutable; cannot set {name}")
+
+    def __len__(self) -> int:
+        return self.blocks * self.block_len
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"StridedRanks index must be an int or a slice, got {index!r}")
+        size = len(self)
+        if not -size <= index < size:
+            raise IndexError(f"StridedRanks index {index} is outside [-{size}, {size - 1}]")
+        block, offset = divmod(index % size, self.block_len)
+        return self.start + block * self.block_stride + offset
+
+    def __iter__(self) -> Iterator[int]:
+        stop = self.start + self.blocks * self.block_stride
+        if self.block_len == 1:
+            return iter(range(self.start, stop, self.block_stride))
+        if self.blocks == 1:
+            return iter(range(self.start, self.start + self.block_len))
+        starts = range(self.start, stop, self.block_stride)
+        return chain.from_iterable(range(s, s + self.block_len) for s in starts)
+
+    def index(self, value: object, start: int = 0, stop: int | None = None) -> int:
+        """Position of ``value`` among the members, in O(1) (like ``list.index`` without start/stop)."""
+        if start != 0 or stop is not None:
+            return super().index(value, start, stop)
+        if not isinstance(value, bool) and isinstance(value, int):
+            block, offset = divmod(value - self.start, self.block_stride)
+            if 0 <= block < self.blocks and 0 <= offset < self.block_len:
+                return block * self.block_len + offset
+        raise ValueError(f"{value!r} is not a member of {self!r}")
+
+    def __contains__(self, value: object) -> bool:
+        try:
+            self.index(value)
+        except ValueError:
+            return False
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (StridedRanks, list, tuple, range)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"StridedRanks({list(self)})"
+
+
+@dataclass(frozen=True)
+class RankGroup:
+    """The group of one rank: its members in group order and the rank's position among them."""
+
+    ranks: StridedRanks
+    local_rank: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.ranks, StridedRanks):
+            raise TypeError(f"RankGroup.ranks must be a StridedRanks, got {self.ranks!r} ({type(self.ranks).__name__})")
+        if type(self.local_rank) is not int:
+            check_int("RankGroup", "local_rank", self.local_rank, minimum=0)
+        if not 0 <= self.local_rank < len(self.ranks):
+            raise ValueError(
+                f"RankGroup.local_rank must be in [0, {len(self.ranks) - 1}], got {self.local_rank}"
+            )
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks in the group."""
+        return len(self.ranks)
+
+
+def _members(dims: ParallelDims, kind: str) -> tuple[int, int, int]:
+    """(blocks, block_stride, block_len) of a ``kind`` group, read off vLLM's reshapes (TP-1.4 to TP-1.7)."""
+    if kind == "tp":  # view(-1, tp): consecutive chunks
+        return 1, dims.tp, dims.tp
+    if kind == "dcp":  # reshape(-1, dcp): consecutive chunks, inside a TP group because dcp divides tp
+        return 1, dims.dcp, dims.dcp
+    if kind == "pcp":  # one rank per pcp index, tp apart
+        return dims.pcp, dims.tp, 1
+    if kind == "pp":  # one rank per stage, tp*pcp apart
+        return dims.pp, dims.tp * dims.pcp, 1
+    if kind == "dp":  # one rank per dp index, tp*pcp*pp apart
+        return dims.dp, dims.tp * dims.pcp * dims.pp, 1
+    if kind == "ep":  # the whole (pcp, tp) block of every dp index, within one pipeline stage
+        return dims.dp, dims.tp * dims.pcp * dims.pp, dims.tp * dims.pcp
+    raise ValueError(f"kind={kind!r} is not a group kind; accepted: {', '.join(GROUP_KINDS)}")
+
+
+def rank_group(dims: ParallelDims, rank: int, kind: str) -> RankGroup:
+    """The ``kind`` group holding ``rank``, from the rank's strides alone, never the table (TP-1.8)."""
+    check_rank(dims, rank)
+    blocks, block_stride, block_len = _members(dims, kind)
+    block = (rank // block_stride) % blocks
+    offset = rank % block_len
+    ranks = StridedRanks(rank - block * block_stride - offset, blocks, block_stride, block_len)
+    return RankGroup(ranks=ranks, local_rank=block * block_len + offset)
+
+
+def group_ranks(dims: ParallelDims, kind: str) -> list[list[int]]:
+    """Every ``kind`` group of the world, in vLLM's group order and member order (TP-1.4 to TP-1.7).
+
+    vLLM's transposes move the group's own axis innermost and put TP in its place, so the groups are
+    enumerated over the remaining axes in that order; each group is one strided slice of the ranks.
+    """
+    if not isinstance(dims, ParallelDims):
+        raise TypeError(f"dims must be a ParallelDims, got {dims!r} ({type(dims).__name__})")
+    _, stride, length = _members(dims, kind)  # validates kind
+    tp, pcp, pp, world = dims.tp, dims.pcp, dims.pp, dims.world_size
+    pp_stride, dp_stride = tp * pcp, tp * pcp * pp
+    edp_stride = dp_stride * dims.dp
+    if kind in ("tp", "dcp") and length == 1:  # one rank per group, in rank order
+        return [[rank] for rank in range(world)]
+    ranks = list(range(world))
+    if kind in ("tp", "dcp"):  # consecutive chunks in rank order
+        return [ranks[s : s + length] for s in range(0, world, length)]
+    if kind == "pcp":  # transpose(3, 4): over (edp, dp, pp), then tp
+        return [ranks[b + t : b + pp_stride : stride] for b in range(0, world, pp_stride) for t in range(tp)]
+    if kind == "pp":  # transpose(2, 4): over (edp, dp), then tp, then pcp
+        return [ranks[b + t + c * tp : b + dp_stride : stride]
+                for b in range(0, world, dp_stride) for t in range(tp) for c in range(pcp)]
+    if kind == "dp":  # transpose(1, 4): over edp, then tp, pp, pcp
+        return [ranks[b + t + p * pp_stride + c * tp : b + edp_stride : stride]
+                for b in range(0, world, edp_stride) for t in range(tp) for p in range(pp) for c in range(pcp)]
+    # ep, transpose(1, 2): over (edp, pp); members are the (pcp, tp) block of every dp index
+    return [list(chain.from_iterable(ranks[s : s + length] for s in range(b + p * pp_stride, b + edp_stride, stride)))
+            for b in range(0, world, edp_stride) for p in range(pp)]
