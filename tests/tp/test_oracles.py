@@ -1,0 +1,86 @@
+"""Tests of the TP oracles' own behaviour: oracles/layout.py input checks and the collective oracle's bounds."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gates.adapters.tp_gloo import predict_gloo_observations
+from impl.distributed.parallel_layout import ParallelDims
+from oracles import collectives
+from oracles.layout import KINDS, vllm_group_ranks, vllm_group_tables, vllm_rank_groups
+
+
+@pytest.mark.cpu
+@pytest.mark.parametrize(("sizes", "error", "message"), [
+    ({"tp": 0}, ValueError, "tp must be >= 1, got 0"),
+    ({"pp": True}, TypeError, "pp must be an int, got True"),
+    ({"tp": 4, "dcp": 3}, ValueError, "tp=4 is not a multiple of dcp=3"),
+])
+def test_layout_oracle_refuses_bad_sizes(sizes: dict, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        vllm_group_ranks("tp", **sizes)
+
+
+@pytest.mark.cpu
+def test_layout_oracle_tables_and_rank_lookup() -> None:
+    tables = vllm_group_tables(external_dp=2, dp=2, pp=2, tp=2)
+    assert tuple(tables) == KINDS
+    assert tables["dp"] == [[0, 4], [2, 6], [1, 5], [3, 7], [8, 12], [10, 14], [9, 13], [11, 15]]
+    assert vllm_rank_groups("ep", dp=2, pp=2, tp=2)[6] == [[2, 3, 6, 7], 2]  # rank 6 is on stage 1
+    with pytest.raises(ValueError, match="unknown group kind 'xp'"):
+        vllm_group_ranks("xp", tp=2)
+
+
+@pytest.mark.cpu
+def test_collective_oracle_refuses_tables_that_do_not_split_the_world() -> None:
+    with pytest.raises(ValueError, match="the tp groups .* do not split ranks 0..3"):
+        collectives.observe_gloo_world(4, [{"tp": [[0, 1], [1, 2]]}])
+    with pytest.raises(ValueError, match="at least one layout"):
+        collectives.observe_gloo_world(4, [])
+    with pytest.raises(ValueError, match="world_size must be an int >= 1, got True"):
+        collectives.observe_gloo_world(True, [{"tp": [[0]]}])  # type: ignore[arg-type]
+
+
+@pytest.mark.cpu
+@pytest.mark.dist
+def test_gloo_world_observes_what_the_impl_predicts() -> None:
+    dims = ParallelDims(dp=2, tp=2)
+    tables = {kind: vllm_group_ranks(kind, dp=2, tp=2) for kind in KINDS}
+    assert collectives.observe_gloo_world(4, [tables], timeout_s=60) == predict_gloo_observations([dims])
+
+
+def _session_members(session: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == session:  # field 6 of stat: the session id
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.cpu
+@pytest.mark.dist
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to list a session's processes")
+def test_a_world_past_its_timeout_is_killed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    launched: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
+        launched.append(real_popen(*args, **kwargs))
+        return launched[-1]
+
+    monkeypatch.setattr(collectives.subprocess, "Popen", recording_popen)
+    tables = {"tp": [[0, 1], [2, 3]]}
+    with pytest.raises(TimeoutError, match="ran past 0.5 s"):
+        collectives.observe_gloo_world(4, [tables], timeout_s=0.5)
+    assert len(launched) == 1 and launched[0].returncode is not None
+    assert _session_members(launched[0].pid) == []
+    assert os.getsid(0) != launched[0].pid

@@ -1,0 +1,153 @@
+"""Unit tests of impl/distributed/parallel_layout.py: validation, coordinates, StridedRanks, table invariants."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+
+from gates.strategies.tp_layout import layouts
+from impl.distributed.parallel_layout import (
+    GROUP_KINDS, ParallelDims, RankGroup, StridedRanks, group_ranks, rank_coords, rank_group,
+)
+
+pytestmark = pytest.mark.cpu
+
+WORLD16 = ParallelDims(external_dp=2, dp=2, pp=2, pcp=1, tp=2)
+
+
+def test_defaults_and_world_size() -> None:
+    assert ParallelDims() == ParallelDims(tp=1, pcp=1, pp=1, dp=1, external_dp=1, dcp=1)
+    assert ParallelDims().world_size == 1
+    assert ParallelDims(tp=2, pcp=3, pp=5, dp=7, external_dp=11).world_size == 2310
+    assert ParallelDims(tp=8, dcp=4).world_size == 8  # DCP adds no ranks
+
+
+@pytest.mark.parametrize(("fields", "error", "message"), [
+    ({"tp": 0}, ValueError, "ParallelDims.tp must be an int >= 1, got 0"),
+    ({"pcp": -1}, ValueError, "ParallelDims.pcp must be an int >= 1, got -1"),
+    ({"pp": True}, TypeError, "ParallelDims.pp must be an int >= 1, got True (bool)"),
+    ({"dp": 2.0}, TypeError, "ParallelDims.dp must be an int >= 1, got 2.0 (float)"),
+    ({"external_dp": None}, TypeError, "ParallelDims.external_dp must be an int >= 1, got None"),
+    ({"dcp": 0}, ValueError, "ParallelDims.dcp must be an int >= 1, got 0"),
+    ({"tp": 6, "dcp": 4}, ValueError, "tp_size=6 must be divisible by dcp_size=4; accepted dcp for tp=6: [1, 2, 3, 6]"),
+])
+def test_bad_sizes_are_refused_naming_field_value_and_range(fields: dict, error: type, message: str) -> None:
+    with pytest.raises(error) as raised:
+        ParallelDims(**fields)
+    assert message in str(raised.value)
+
+
+def test_dcp_message_is_spaced() -> None:
+    with pytest.raises(ValueError) as raised:
+        ParallelDims(tp=4, dcp=3)
+    assert "divisible by dcp_size=3" in str(raised.value) and "bydcp" not in str(raised.value)
+
+
+def test_dims_are_frozen() -> None:
+    with pytest.raises(AttributeError):
+        ParallelDims().tp = 2  # type: ignore[misc]
+
+
+def test_coordinates_invert_the_rank_formula() -> None:
+    dims = ParallelDims(tp=2, pcp=3, pp=2, dp=2, external_dp=2)
+    for rank in range(dims.world_size):
+        c = rank_coords(dims, rank)
+        assert (((c.external_dp * dims.dp + c.dp) * dims.pp + c.pp) * dims.pcp + c.pcp) * dims.tp + c.tp == rank
+    last = rank_coords(dims, 47)
+    assert (last.external_dp, last.dp, last.pp, last.pcp, last.tp) == (1, 1, 1, 2, 1)
+
+
+@pytest.mark.parametrize(("rank", "error", "message"), [
+    (16, ValueError, "rank=16 is outside the world of 16 ranks; accepted range [0, 15]"),
+    (-1, ValueError, "rank=-1 is outside the world of 16 ranks"),
+    (True, TypeError, "rank must be an int in [0, 15], got True (bool)"),
+    ("3", TypeError, "rank must be an int in [0, 15], got '3' (str)"),
+])
+def test_rank_outside_the_world_is_an_error(rank: object, error: type, message: str) -> None:
+    for call in (lambda: rank_group(WORLD16, rank, "tp"), lambda: rank_coords(WORLD16, rank)):
+        with pytest.raises(error) as raised:
+            call()
+        assert message in str(raised.value)
+
+
+def test_unknown_kind_and_wrong_dims_type() -> None:
+    with pytest.raises(ValueError, match="kind='sp' is not a group kind; accepted: tp, dcp, pcp, pp, dp, ep"):
+        group_ranks(WORLD16, "sp")
+    with pytest.raises(ValueError, match="kind='TP'"):
+        rank_group(WORLD16, 0, "TP")
+    with pytest.raises(TypeError, match="dims must be a ParallelDims"):
+        group_ranks({"tp": 2}, "tp")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="dims must be a ParallelDims"):
+        rank_group({"tp": 2}, 0, "tp")  # type: ignore[arg-type]
+
+
+def test_strided_ranks_is_a_sequence() -> None:
+    ep = StridedRanks(start=2, blocks=3, block_stride=8, block_len=2)
+    assert list(ep) == [2, 3, 10, 11, 18, 19]
+    assert len(ep) == 6 and ep[0] == 2 and ep[3] == 11 and ep[-1] == 19 and ep[1:5:2] == [3, 11]
+    assert ep.index(18) == 4 and 10 in ep and 4 not in ep and 20 not in ep and True not in ep
+    assert ep == [2, 3, 10, 11, 18, 19] and ep == (2, 3, 10, 11, 18, 19) and [2, 3, 10, 11, 18, 19] == ep
+    assert ep != [2, 3, 10, 11, 18] and ep != {2, 3, 10, 11, 18, 19}
+    assert hash(ep) == hash((2, 3, 10, 11, 18, 19))
+    assert StridedRanks(4, 1, 4, 4) == range(4, 8) and StridedRanks(1, 4, 3, 1) == range(1, 12, 3)
+    assert repr(ep) == "StridedRanks([2, 3, 10, 11, 18, 19])"
+    with pytest.raises(IndexError, match=r"index 6 is outside \[-6, 5\]"):
+        ep[6]
+    with pytest.raises(ValueError, match="4 is not a member"):
+        ep.index(4)
+    with pytest.raises(AttributeError, match="immutable"):
+        ep.start = 0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("args", "error", "message"), [
+    ((-1, 1, 1, 1), ValueError, "StridedRanks.start must be an int >= 0, got -1"),
+    ((0, 0, 1, 1), ValueError, "StridedRanks.blocks must be an int >= 1, got 0"),
+    ((0, 2, 1, 2), ValueError, "StridedRanks.block_stride must be an int >= 2, got 1"),
+    ((0, 1, 1, True), TypeError, "StridedRanks.block_len must be an int >= 1, got True (bool)"),
+])
+def test_strided_ranks_validation(args: tuple, error: type, message: str) -> None:
+    with pytest.raises(error) as raised:
+        StridedRanks(*args)
+    assert message in str(raised.value)
+
+
+def test_rank_group_validation() -> None:
+    ranks = StridedRanks(0, 1, 2, 2)
+    with pytest.raises(ValueError, match=r"RankGroup.local_rank must be in \[0, 1\], got 2"):
+        RankGroup(ranks, 2)
+    with pytest.raises(TypeError, match="RankGroup.local_rank must be an int >= 0, got True"):
+        RankGroup(ranks, True)
+    with pytest.raises(TypeError, match="RankGroup.ranks must be a StridedRanks"):
+        RankGroup([0, 1], 0)  # type: ignore[arg-type]
+    assert RankGroup(ranks, 1).world_size == 2
+
+
+def test_worked_example_groups_of_rank_13() -> None:
+    """EDP2 x DP2 x PP2 x TP2: rank 13 is (edp 1, dp 1, pp 0, tp 1)."""
+    seen = {kind: (list(rank_group(WORLD16, 13, kind).ranks), rank_group(WORLD16, 13, kind).local_rank) for kind in GROUP_KINDS}
+    assert seen == {"tp": ([12, 13], 1), "dcp": ([13], 0), "pcp": ([13], 0), "pp": ([13, 15], 0),
+                    "dp": ([9, 13], 1), "ep": ([8, 9, 12, 13], 3)}
+
+
+@settings(max_examples=120, deadline=None)
+@given(layouts())
+def test_tables_partition_the_world_and_agree_with_rank_group(data: dict) -> None:
+    dims, kind = ParallelDims(**data["dims"]), data["kind"]
+    table = group_ranks(dims, kind)
+    assert sorted(rank for group in table for rank in group) == list(range(dims.world_size))
+    sizes = {"tp": dims.tp, "dcp": dims.dcp, "pcp": dims.pcp, "pp": dims.pp, "dp": dims.dp, "ep": dims.dp * dims.pcp * dims.tp}
+    assert {len(group) for group in table} == {sizes[kind]}
+    for group in table:
+        assert group == sorted(group)  # members ascend, so torch's group rank is the index
+        for index, rank in enumerate(group):
+            found = rank_group(dims, rank, kind)
+            assert found.ranks == group and found.local_rank == index
+
+
+@settings(max_examples=80, deadline=None)
+@given(layouts())
+def test_dcp_inside_tp_and_ep_inside_one_stage(data: dict) -> None:
+    dims = ParallelDims(**data["dims"])
+    for rank in range(0, dims.world_size, max(1, dims.world_size // 64)):
+        assert set(rank_group(dims, rank, "dcp").ranks) <= set(rank_group(dims, rank, "tp").ranks)
+        stages = {(rank_coords(dims, r).external_dp, rank_coords(dims, r).pp) for r in rank_group(dims, rank, "ep").ranks}
+        assert len(stages) == 1
