@@ -1,0 +1,129 @@
+"""TP-W1 layout speed targets (issue 4), measured side by side in one run and printed as ratios.
+
+1. Every group table (tp, dcp, pcp, pp, dp, ep) of a 2^20-rank world, EDP64 x DP64 x PP8 x PCP4 x TP8:
+   the impl's ``group_ranks`` takes at most 0.5x the torch oracle's time and at most 1.5x a numpy
+   ``transpose(...).reshape(...).tolist()`` floor.
+2. ``rank_group`` has a median under 5 us per call at 2^10 and at 2^20 ranks, for every kind.
+
+Rounds interleave the three table builders; each figure is the median over rounds. Exit status 1 when a
+target is missed. Run: python ci/bench/bench_layout.py [--rounds N]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402  (after the path set-up)
+
+from impl.distributed.parallel_layout import GROUP_KINDS, ParallelDims, group_ranks, rank_group  # noqa: E402
+from oracles.layout import vllm_group_tables  # noqa: E402
+
+BIG = {"external_dp": 64, "dp": 64, "pp": 8, "pcp": 4, "tp": 8}
+SMALL = {"external_dp": 4, "dp": 4, "pp": 4, "pcp": 2, "tp": 8}
+TABLE_VS_ORACLE, TABLE_VS_NUMPY, RANK_GROUP_US = 0.5, 1.5, 5.0
+
+
+def impl_tables(dims: dict[str, int]) -> dict[str, list[list[int]]]:
+    parallel = ParallelDims(**dims)
+    return {kind: group_ranks(parallel, kind) for kind in GROUP_KINDS}
+
+
+def numpy_tables(dims: dict[str, int]) -> dict[str, list[list[int]]]:
+    """The floor: one transpose + reshape + tolist per kind."""
+    edp, dp, pp, pcp, tp = (dims[k] for k in ("external_dp", "dp", "pp", "pcp", "tp"))
+    dcp = dims.get("dcp", 1)
+    ranks = np.arange(edp * dp * pp * pcp * tp).reshape(edp, dp, pp, pcp, tp)
+    return {
+        "tp": ranks.reshape(-1, tp).tolist(),
+        "dcp": ranks.reshape(-1, dcp).tolist(),
+        "pcp": ranks.transpose(0, 1, 2, 4, 3).reshape(-1, pcp).tolist(),
+        "pp": ranks.transpose(0, 1, 4, 3, 2).reshape(-1, pp).tolist(),
+        "dp": ranks.transpose(0, 4, 2, 3, 1).reshape(-1, dp).tolist(),
+        "ep": ranks.transpose(0, 2, 1, 3, 4).reshape(-1, dp * pcp * tp).tolist(),
+    }
+
+
+def timed(build: Callable[[], Any]) -> float:
+    """Seconds for one build, with the previous result already freed and collected."""
+    gc.collect()
+    start = time.perf_counter()
+    result = build()
+    elapsed = time.perf_counter() - start
+    del result
+    return elapsed
+
+
+def rank_group_medians(dims: dict[str, int], calls: int = 2000, batches: int = 15) -> dict[str, float]:
+    """Median microseconds per rank_group call, per kind, over batches of random ranks."""
+    parallel = ParallelDims(**dims)
+    rng = random.Random(0)
+    ranks = [rng.randrange(parallel.world_size) for _ in range(calls)]
+    medians = {}
+    for kind in GROUP_KINDS:
+        per_call = []
+        for _ in range(batches):
+            start = time.perf_counter()
+            for rank in ranks:
+                rank_group(parallel, rank, kind)
+            per_call.append((time.perf_counter() - start) / calls * 1e6)
+        medians[kind] = statistics.median(per_call)
+    return medians
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the three table builders")
+    args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be >= 1, got {args.rounds}")
+
+    oracle_sizes = {k: BIG[k] for k in ("tp", "pcp", "pp", "dp", "external_dp")}
+    builders = {"impl": lambda: impl_tables(BIG), "torch oracle": lambda: vllm_group_tables(**oracle_sizes),
+                "numpy floor": lambda: numpy_tables(BIG)}
+    reference = impl_tables(BIG)
+    for name in ("torch oracle", "numpy floor"):
+        if builders[name]() != reference:
+            print(f"FAIL: the {name} tables differ from the impl's")
+            return 1
+    del reference
+    times: dict[str, list[float]] = {name: [] for name in builders}
+    for _ in range(args.rounds):
+        for name, build in builders.items():
+            times[name].append(timed(build))
+    median = {name: statistics.median(values) for name, values in times.items()}
+    world = ParallelDims(**BIG).world_size
+    print(f"group tables, all six kinds, world {world} (EDP64 x DP64 x PP8 x PCP4 x TP8), median of {args.rounds} rounds:")
+    for name, seconds in median.items():
+        print(f"  {name:<13} {seconds * 1e3:9.1f} ms")
+    vs_oracle = median["impl"] / median["torch oracle"]
+    vs_numpy = median["impl"] / median["numpy floor"]
+    ok = True
+    for label, ratio, limit in (("impl / torch oracle", vs_oracle, TABLE_VS_ORACLE), ("impl / numpy floor", vs_numpy, TABLE_VS_NUMPY)):
+        passed = ratio <= limit
+        ok &= passed
+        print(f"  {label:<20} {ratio:6.3f}  (target <= {limit})  {'ok' if passed else 'MISSED'}")
+
+    print(f"rank_group median per call (target < {RANK_GROUP_US} us):")
+    for dims in (SMALL, BIG):
+        medians = rank_group_medians(dims)
+        size = ParallelDims(**dims).world_size
+        worst = max(medians.values())
+        passed = worst < RANK_GROUP_US
+        ok &= passed
+        shown = "  ".join(f"{kind} {us:.2f}" for kind, us in medians.items())
+        print(f"  world {size:>8}: {shown}  (us; worst {worst:.2f})  {'ok' if passed else 'MISSED'}")
+    print("all targets met" if ok else "a target was MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
