@@ -51,7 +51,7 @@ def _on_thread(body: Callable[[], Any]) -> Any:
         except BaseException as exc:  # re-raised on the caller's thread
             box["error"] = exc
 
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(timeout=30)
     if thread.is_alive():
@@ -104,7 +104,7 @@ def _rank_threads(api: HandleApi, tp: int, rank: int) -> Any:
             errors.append(exc)
             barrier.abort()
 
-    threads = [threading.Thread(target=rank_thread, args=(r,)) for r in range(tp)]
+    threads = [threading.Thread(target=rank_thread, args=(r,), daemon=True) for r in range(tp)]
     for thread in threads:
         thread.start()
     for thread in threads:
