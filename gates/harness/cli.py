@@ -256,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"gates: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `gates list | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

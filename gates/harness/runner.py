@@ -33,7 +33,8 @@ class ResultCollector:
         if report.skipped:
             longrepr = report.longrepr
             entry["outcome"] = "skipped"
-            entry["detail"] = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+            reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+            entry["detail"] = reason.removeprefix("Skipped: ")
         elif report.failed:
             is_error = report.when != "call" or bool(props.get("gate_error"))
             entry["outcome"] = "error" if is_error else "failed"
