@@ -1,0 +1,198 @@
+"""Fixtures for the harness's own tests: a fresh copy of tests/example_project per test, and two front doors.
+
+`example.gates(...)` runs the `gates` CLI in this process (cli.main) and `example.pytest(...)` runs pytest in
+this process (pytester); both see the copied project, and the copied package `example_row` is dropped from
+sys.modules after each run, so a later test (or run) imports its own, mutated copy.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch  # imported before any pytester snapshot of sys.modules: torch must never be dropped and imported again
+import yaml
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
+GATE_FILE = "gates/rows/EXAMPLE-ROW.yaml"
+ROADMAP = "spec/roadmap.yaml"
+COPIED = ("example_row", "gates", "spec", "pytest.ini")
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What one `gates ...` invocation returned and printed."""
+
+    code: int
+    out: str
+    err: str
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+
+def line_of(text: str, needle: str, occurrence: int = 1) -> int:
+    """1-based number of the line holding the n-th occurrence of needle: the expected line, found by plain text search."""
+    hits = [number for number, line in enumerate(text.splitlines(), start=1) if needle in line]
+    assert len(hits) >= occurrence, f"{needle!r} occurs on {len(hits)} line(s), wanted occurrence {occurrence}"
+    return hits[occurrence - 1]
+
+
+def drop_project_modules(root: Path) -> None:
+    """Forget modules imported from a copied project (example_row and its submodules)."""
+    for name, module in list(sys.modules.items()):
+        origin = getattr(module, "__file__", None) or ""
+        if name == "example_row" or name.startswith("example_row.") or origin.startswith(str(root)):
+            del sys.modules[name]
+
+
+class Example:
+    """A mutable copy of the example project."""
+
+    def __init__(self, root: Path, pytester: pytest.Pytester):
+        self.root, self._pytester = root, pytester
+
+    # files ------------------------------------------------------------------------------------------
+    def read(self, relative: str = GATE_FILE) -> str:
+        return (self.root / relative).read_text(encoding="utf-8")
+
+    def write(self, relative: str, text: str) -> Path:
+        path = self.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def edit(self, old: str, new: str, relative: str = GATE_FILE) -> str:
+        """Replace the single occurrence of old; return the new text."""
+        text = self.read(relative)
+        assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {relative}"
+        text = text.replace(old, new)
+        self.write(relative, text)
+        return text
+
+    def line(self, needle: str, occurrence: int = 1, relative: str = GATE_FILE) -> int:
+        return line_of(self.read(relative), needle, occurrence)
+
+    def gate_block(self, gate_id: str, markers: str = "[cpu]") -> str:
+        """A copy of the example's (original) gate under another id and markers, to append to `gates:`."""
+        text = (EXAMPLE / GATE_FILE).read_text(encoding="utf-8")
+        block = text[text.index("  - id: page-bytes"):]
+        return block.replace("id: page-bytes", f"id: {gate_id}").replace("markers: [cpu]", f"markers: {markers}")
+
+    def add_gate(self, gate_id: str, markers: str = "[cpu]") -> None:
+        self.write(GATE_FILE, self.read() + self.gate_block(gate_id, markers))
+
+    def set_roadmap(self, rows: dict[str, tuple[str, dict[str, str]]]) -> None:
+        """rows: {ROW: (row state, {milestone: state})}."""
+        document = {"rows": {row: {"title": f"{row} title", "state": state,
+                                   "milestones": {ms: {"title": f"{ms} title", "state": s} for ms, s in milestones.items()}}
+                             for row, (state, milestones) in rows.items()}}
+        self.write(ROADMAP, yaml.safe_dump(document, sort_keys=False))
+
+    def add_row(self, row: str) -> None:
+        """A second row, gated by a copy of the example gate file (its own gate file, same spec and package)."""
+        self.set_roadmap({"EXAMPLE-ROW": ("DONE", {"M1": "DONE"}), row: ("DONE", {"M1": "DONE"})})
+        self.write(f"gates/rows/{row}.yaml", self.read().replace("row: EXAMPLE-ROW", f"row: {row}"))
+
+    # reports ----------------------------------------------------------------------------------------
+    @staticmethod
+    def row(report: dict[str, Any], row: str = "EXAMPLE-ROW") -> dict[str, Any]:
+        return next(r for r in report["rows"] if r["row"] == row)
+
+    @classmethod
+    def gate(cls, report: dict[str, Any], gate: str = "page-bytes", row: str = "EXAMPLE-ROW") -> dict[str, Any]:
+        return next(g for g in cls.row(report, row)["gates"] if g["gate"] == gate)
+
+    # front doors ------------------------------------------------------------------------------------
+    def gates(self, *args: str) -> CliResult:
+        """`gates --root <copy> ARGS...` in this process."""
+        from gates.harness import cli
+
+        saved_path, saved_addopts = list(sys.path), os.environ.get("PYTEST_ADDOPTS")
+        # the nested pytest.main would gc.collect() five times on exit (unraisable-exception plugin): ~1 s with torch loaded
+        os.environ["PYTEST_ADDOPTS"] = f"{saved_addopts or ''} -p no:unraisableexception".strip()
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = cli.main(["--root", str(self.root), *args])
+        finally:
+            sys.path[:] = saved_path
+            if saved_addopts is None:
+                os.environ.pop("PYTEST_ADDOPTS", None)
+            else:
+                os.environ["PYTEST_ADDOPTS"] = saved_addopts
+            drop_project_modules(self.root)
+        return CliResult(code, out.getvalue(), err.getvalue())
+
+    def run_json(self, *args: str, name: str = "run.json") -> tuple[CliResult, dict[str, Any]]:
+        """`gates run --json F ARGS...`; return the result and the parsed report."""
+        target = self.root / "out" / name
+        result = self.gates("run", "--json", str(target), *args)
+        return result, json.loads(target.read_text(encoding="utf-8"))
+
+    def pytest(self, *args: str) -> pytest.RunResult:
+        """pytest ARGS... in this process, from the copy's root (its pytest.ini)."""
+        try:
+            return self._pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+        finally:
+            drop_project_modules(self.root)
+
+    def outcomes(self, *args: str) -> dict[str, str]:
+        """pytest ARGS... in this process; {node id: passed|failed|skipped} of every item that ran."""
+        try:
+            recorder = self._pytester.inline_run("-p", "no:cacheprovider", *args)
+        finally:
+            drop_project_modules(self.root)
+        passed, skipped, failed = recorder.listoutcomes()
+        found = {r.nodeid: "passed" for r in passed}
+        found.update({r.nodeid: "skipped" for r in skipped})
+        found.update({r.nodeid: "failed" for r in failed})
+        return found
+
+
+def _copy_example(target: Path) -> None:
+    for name in COPIED:
+        source = EXAMPLE / name
+        if source.is_dir():
+            shutil.copytree(source, target / name, ignore=shutil.ignore_patterns("__pycache__", ".*"))
+        else:
+            shutil.copy(source, target / name)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_imports(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Run the example once (green, then failing) before any test.
+
+    pytester restores sys.modules after each test, so whatever a first run imports lazily (hypothesis's engine and
+    shrinker, pytest's junitxml, ...) would otherwise be imported again in every test: seconds each.
+    """
+    root = tmp_path_factory.mktemp("warm")
+    _copy_example(root)
+    warm = Example(root, None)  # type: ignore[arg-type]
+    warm.gates("run", "--json", str(root / "r.json"), "--markdown", str(root / "r.md"), "--junit", str(root / "r.xml"))
+    warm.gates("audit")
+    warm.edit("    return 2 * block_size", "    return (1 if heads == 4 else 0) + 2 * block_size", "example_row/impl.py")
+    warm.gates("run", "--profile", "ci")
+
+
+@pytest.fixture
+def example(pytester: pytest.Pytester) -> Example:
+    """A fresh copy of tests/example_project in pytester's tmp dir (the current directory)."""
+    _copy_example(pytester.path)
+    drop_project_modules(pytester.path)
+    return Example(pytester.path, pytester)
+
+
+@pytest.fixture
+def no_cuda() -> None:
+    """For tests that assert what happens on a machine without a CUDA device."""
+    if torch.cuda.is_available():
+        pytest.skip("asserts the behaviour of a machine without CUDA")
