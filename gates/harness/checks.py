@@ -170,9 +170,30 @@ def run_properties(rg: ResolvedGate, impl: Callable[..., Any], settings_for: Cal
         raise
     except HypothesisException as exc:
         raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
+    except BaseException as exc:
+        if hasattr(exc, "exceptions"):  # an exception group: hypothesis found several distinct failures
+            raise _most_severe(exc) from exc
+        raise
     if count == 0:
         raise GateBroken(f"the properties of gate {rg.gate.id} ran no example")
     return count
+
+
+def _leaves(group: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    for inner in getattr(group, "exceptions", ()):
+        found.extend(_leaves(inner) if hasattr(inner, "exceptions") else [inner])
+    return found
+
+
+def _most_severe(group: BaseException) -> BaseException:
+    """Of several distinct failures, the gate's own crash outranks an impl mismatch."""
+    leaves = _leaves(group)
+    for kind in (GateBroken, Mismatch):
+        for leaf in leaves:
+            if isinstance(leaf, kind):
+                return leaf
+    return GateBroken(f"the properties raised {len(leaves)} unexpected errors: " + "; ".join(f"{type(e).__name__}: {e}" for e in leaves))
 
 
 def hunt(rg: ResolvedGate, stand_in: Callable[..., Any], settings_for: Callable[..., Any], max_examples: int) -> tuple[int, Rejection | None]:

@@ -56,7 +56,9 @@ def load_project(root: Path) -> Project:
             broken[peek_row_id(path)] = (path, str(error))
             continue
         if gate_file.row in paths:
-            broken[gate_file.row] = (path, f"{gate_file.path}: row {gate_file.row} already has gate file {paths[gate_file.row]}")
+            where = gate_file.row_location or gate_file.path
+            first = paths[gate_file.row].relative_to(root).as_posix()
+            broken[gate_file.row] = (path, f"{where}: row: {gate_file.row} already has gate file {first}; a row has one gate file")
             continue
         gate_files.append(gate_file)
         paths[gate_file.row] = path
@@ -68,7 +70,7 @@ def _select_rows(project: Project, requested: list[str], changed_since: str | No
     for row in requested:
         if row not in known:
             raise UsageError(f"unknown row {row!r} (rows: {', '.join(known)})")
-    rows = requested or known
+    rows = requested or known + [row for row in project.broken if row not in known]  # a file naming no roadmap row is shown, not dropped
     if changed_since:
         from gates.harness.selection import SelectionError, affected_rows, changed_paths
 
@@ -114,7 +116,7 @@ def _gate_files_for(project: Project, rows: list[str]) -> list[Path]:
 def cmd_run(args: argparse.Namespace, project: Project) -> int:
     from gates.harness.reports import markdown, table, write_atomic, write_json
     from gates.harness.runner import run_pytest
-    from gates.harness.verdicts import build_report, exit_code
+    from gates.harness.verdicts import build_report, exit_code, with_unknown_rows
 
     rows = _select_rows(project, args.rows, args.changed_since)
     if not rows:
@@ -126,6 +128,7 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
     wanted = set(_marker_gates(project, rows, args.marker)) if args.marker != "all" else None
     broken = {row: message for row, (_, message) in project.broken.items()}
     report = build_report(project.roadmap, project.gate_files, run.items if run else [], broken, rows, wanted)
+    report = with_unknown_rows(report, {row: message for row, message in broken.items() if project.roadmap.row(row) is None})
     report_rows = [r for r in report.rows if r.gates or r.row in broken or args.marker == "all"]
     report = type(report)(tuple(report_rows), report.items)
     code = exit_code(report)
@@ -179,11 +182,11 @@ def cmd_audit(args: argparse.Namespace, project: Project) -> int:
             code = max(code, EXIT_CLAIM_NOT_MET)
         rejected = sum(i.outcome == "passed" for i in known)
         print(f"{row:24} {gate:36} {state[:50]:50} {rejected}/{len(known)} rejected")
-    if project.broken or run.collection_errors:
-        _print_broken(project, rows)
-        code = EXIT_ERROR
     if not by_gate:
         code = EXIT_EMPTY
+    if any(row in rows for row in project.broken) or run.collection_errors:
+        _print_broken(project, rows)
+        code = EXIT_ERROR
     print(f"\naudit exit {code}")
     return code
 

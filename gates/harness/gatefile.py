@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from gates.harness.fields import TARGET_PATTERN, Reader, show, type_name
-from gates.harness.model import MARKERS, Case, Gate, GateFile, KnownBad, Properties, Raises, Roadmap, TargetRef
+from gates.harness.model import MARKERS, Case, Gate, GateFile, KnownBad, Properties, Raises, Roadmap, Row, TargetRef
 from gates.harness.roadmap import ROW_ID
 from gates.harness.specdoc import REQUIREMENT_ID, requirements_in
 from gates.harness.yamlsource import DefinitionError, Location, YMap, load_yaml, location_of, to_plain
@@ -108,11 +109,27 @@ def _known_bad(reader: Reader, gate: YMap, key: str) -> list[KnownBad]:
     return out
 
 
-def _gate(reader: Reader, body: YMap, key: str) -> Gate | None:
+@dataclass(frozen=True)
+class RowContext:
+    """What a gate is checked against: its roadmap row and the requirement ids its spec declares."""
+
+    row: Row | None
+    declared: frozenset[str] | None
+    spec: str | None
+
+
+def _gate(reader: Reader, body: YMap, key: str, context: RowContext) -> Gate | None:
     reader.keys(body, key, GATE_KEYS_REQUIRED, GATE_KEYS_OPTIONAL)
     gate_id = reader.string(body, "id", f"{key}.id", GATE_ID)
     milestone = reader.string(body, "milestone", f"{key}.milestone")
-    covers, _ = reader.string_list(body, "covers", f"{key}.covers", REQUIREMENT_ID, non_empty=True)
+    if milestone and context.row is not None and context.row.milestone(milestone) is None:
+        known = ", ".join(m.id for m in context.row.milestones)
+        reader.problem(location_of(body, "milestone"), f"{key}.milestone",
+                       f"milestone {show(milestone)} is not a milestone of {context.row.id} (milestones: {known})")
+    covers, cover_places = reader.string_list(body, "covers", f"{key}.covers", REQUIREMENT_ID, non_empty=True)
+    for requirement, place in zip(covers, cover_places):
+        if context.declared is not None and requirement not in context.declared:
+            reader.problem(place, f"{key}.covers", f"requirement {show(requirement)} is not declared in {context.spec}")
     markers, marker_places = reader.string_list(body, "markers", f"{key}.markers", non_empty=True)
     for marker, place in zip(markers, marker_places):
         if marker not in MARKERS:
@@ -125,8 +142,9 @@ def _gate(reader: Reader, body: YMap, key: str) -> Gate | None:
     cases = _cases(reader, body, key, has_oracle)
     properties = _properties(reader, body, key, has_oracle)
     known_bad = _known_bad(reader, body, key)
-    if "cases" not in body and "properties" not in body:
-        reader.problem(body.location, key, "a gate needs `cases` or `properties`: otherwise it checks nothing")
+    if not cases and properties is None:
+        reader.problem(location_of(body, "cases") if "cases" in body else body.location, key,
+                       "a gate needs at least one case or `properties`: otherwise it checks nothing")
     description = reader.string(body, "description", f"{key}.description") if "description" in body else None
     if not (gate_id and milestone and impl and markers):
         return None
@@ -163,6 +181,7 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None) -> GateFile:
     title = reader.string(top, "title", "title") or ""
     spec = reader.string(top, "spec", "spec")
     sources, _ = reader.string_list(top, "sources", "sources")
+    context = _row_context(reader, top, root, roadmap, row_id, spec)
     gates: list[Gate] = []
     gate_list = top.get("gates")
     if "gates" in top and not isinstance(gate_list, list):
@@ -174,7 +193,7 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None) -> GateFile:
         for index, body in enumerate(gate_list):
             key = f"gates[{index}]"
             gate_map = reader.mapping(body, key, location_of(gate_list, index))
-            gate = _gate(reader, gate_map, key) if gate_map is not None else None
+            gate = _gate(reader, gate_map, key, context) if gate_map is not None else None
             if gate is None:
                 continue
             if gate.id in seen:
@@ -182,31 +201,26 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None) -> GateFile:
                 continue
             seen[gate.id] = location_of(gate_map, "id")
             gates.append(gate)
-    _cross_check(reader, top, root, roadmap, row_id, spec, gates)
     if reader.problems:
         raise DefinitionError(reader.problems)
-    return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates))
+    return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"))
 
 
-def _cross_check(reader: Reader, top: YMap, root: Path, roadmap: Roadmap | None, row_id: str | None,
-                 spec: str | None, gates: list[Gate]) -> None:
-    """The row exists in the roadmap, milestones belong to it, covered ids are declared in the spec."""
+def _row_context(reader: Reader, top: YMap, root: Path, roadmap: Roadmap | None, row_id: str | None,
+                 spec: str | None) -> RowContext:
+    """The row exists in the roadmap; the spec file exists and is read for its declared requirement ids."""
     row = roadmap.row(row_id) if (roadmap and row_id) else None
     if roadmap is not None and row_id and row is None:
         known = ", ".join(r.id for r in roadmap.rows)
         reader.problem(location_of(top, "row"), "row", f"row {show(row_id)} is not in {roadmap.path} (rows: {known})")
-    declared: set[str] | None = None
+    declared: frozenset[str] | None = None
     if spec:
-        spec_path = root / spec
-        if not spec_path.is_file():
-            reader.problem(location_of(top, "spec"), "spec", f"spec file {show(spec)} does not exist")
-        else:
-            declared = {r.id for r in requirements_in(spec_path, spec)}
-    for gate in gates:
-        if row is not None and row.milestone(gate.milestone) is None:
-            known = ", ".join(m.id for m in row.milestones)
-            reader.problem(gate.location, f"gate {gate.id}.milestone", f"milestone {show(gate.milestone)} is not a milestone of {row.id} (milestones: {known})")
-        if declared is not None:
-            for requirement in gate.covers:
-                if requirement not in declared:
-                    reader.problem(gate.location, f"gate {gate.id}.covers", f"requirement {show(requirement)} is not declared in {spec}")
+        try:
+            spec_path = root / spec
+            if not spec_path.is_file():
+                reader.problem(location_of(top, "spec"), "spec", f"spec file {show(spec)} does not exist")
+            else:
+                declared = frozenset(r.id for r in requirements_in(spec_path, spec))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            reader.problem(location_of(top, "spec"), "spec", f"spec file {show(spec)} cannot be read: {type(exc).__name__}: {exc}")
+    return RowContext(row, declared, spec)

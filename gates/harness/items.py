@@ -123,7 +123,8 @@ class KnownBadItem(_GateItem):
         made, rejection = checks.hunt(self.resolved, self.stand_in, settings_for, budget)
         if rejection is None:
             self.record("gate_checks", made)
-            raise KnownBadPassed(f"{self.resolved.gate.location}: gate {self.resolved.gate.id} cannot tell {self.label} from correct: "
+            where = f"{self.resolved.gate.location.path}:{self.line}"  # the known_bad entry (the gate's line for the audit)
+            raise KnownBadPassed(f"{where}: gate {self.resolved.gate.id} cannot tell {self.label} from correct: "
                                  f"it passed all {made} checks (cases and generated examples)")
         self.record("gate_rejected_by", f"{rejection.by}: {rejection.detail}")
         return made

@@ -102,6 +102,7 @@ class GateFile:
     spec: str
     sources: tuple[str, ...]
     gates: tuple[Gate, ...]
+    row_location: Location | None = None
 
 
 @dataclass(frozen=True)

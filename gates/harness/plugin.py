@@ -58,6 +58,7 @@ class GateSession:
         self.allowed_roots = tuple(str(r) for r in config.getini("gates_allowed_roots"))
         self.audit = bool(config.getoption("gates_audit"))
         self._roadmap: tuple[Roadmap | None, list[Problem]] | None = None
+        self.row_files: dict[str, str] = {}
 
     def is_gate_file(self, path: Path) -> bool:
         try:
@@ -109,6 +110,12 @@ class GateFileNode(pytest.File):
             gate_file = load_gate_file(self.path, session.root, roadmap)
         except DefinitionError as error:
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=error.problems, **common)
+            return
+        first = session.row_files.setdefault(gate_file.row, gate_file.path)
+        if first != gate_file.path:
+            where = gate_file.row_location or Location(gate_file.path, 1, 1)
+            yield DefinitionErrorItem.from_parent(self, name="definition", problems=[
+                Problem(where, "row", f"{gate_file.row} already has gate file {first}; a row has one gate file")], **common)
             return
         for gate in gate_file.gates:
             try:

@@ -185,6 +185,13 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
     return RunReport(tuple(rows), tuple(items))
 
 
+def with_unknown_rows(report: RunReport, problems: dict[str, str]) -> RunReport:
+    """Gate files that name no roadmap row still get a row line, in ERROR, so nothing broken is dropped."""
+    extra = tuple(RowReport(row, "(not in the roadmap)", ClaimResult(row, None, "-", Verdict.ERROR, False, message), (), ())
+                  for row, message in problems.items())
+    return RunReport(report.rows + extra, report.items)
+
+
 EXIT_OK, EXIT_CLAIM_NOT_MET, EXIT_USAGE, EXIT_ERROR, EXIT_EMPTY = 0, 1, 2, 3, 5
 
 

@@ -82,7 +82,7 @@ def _convert(path: str, node: yaml.Node, loader: _Builder, depth: int = 0, budge
                 raise DefinitionError([Problem(_loc(path, key_node), "<<", "YAML merge keys are not supported")])
             if not isinstance(key_node, yaml.ScalarNode):
                 raise DefinitionError([Problem(_loc(path, key_node), "", "mapping keys must be plain scalars")])
-            key = loader.construct_object(key_node)  # kept as YAML typed it: `1:` is the int 1 in case data
+            key = _scalar(path, key_node, loader)  # kept as YAML typed it: `1:` is the int 1 in case data
             if key in out:
                 first = next(k for k in out if k == key)
                 what = "duplicate key" if repr(first) == repr(key) else f"key {key!r} collides with key {first!r} (equal as Python values)"
@@ -95,7 +95,7 @@ def _convert(path: str, node: yaml.Node, loader: _Builder, depth: int = 0, budge
         out_list.location = _loc(path, node)
         out_list.item_locations = [_loc(path, item) for item in node.value]
         return out_list
-    return loader.construct_object(node)
+    return _scalar(path, node, loader)
 
 
 def load_yaml(path: Path | str, display_path: str | None = None, text: str | None = None) -> Any:
@@ -106,7 +106,10 @@ def load_yaml(path: Path | str, display_path: str | None = None, text: str | Non
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise DefinitionError([Problem(Location(shown, 1, 1), "", f"cannot read file: {exc}")]) from None
-    loader = _Builder(text)
+    try:
+        loader = _Builder(text)
+    except yaml.YAMLError as exc:  # the reader refuses control characters before any parsing
+        raise DefinitionError([Problem(_mark_location(shown, exc, text), "", f"YAML error: {_one_line(exc)}")]) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -118,11 +121,36 @@ def load_yaml(path: Path | str, display_path: str | None = None, text: str | Non
         what = " ".join(part for part in (exc.context, exc.problem) if part)
         raise DefinitionError([Problem(Location(shown, line, col), "", f"YAML syntax error: {what}")]) from None
     except yaml.YAMLError as exc:
-        raise DefinitionError([Problem(Location(shown, 1, 1), "", f"YAML error: {exc}")]) from None
+        raise DefinitionError([Problem(_mark_location(shown, exc, text), "", f"YAML error: {_one_line(exc)}")]) from None
     except RecursionError:
         raise DefinitionError([Problem(Location(shown, 1, 1), "", "document nests too deeply")]) from None
     finally:
         loader.dispose()
+
+
+def _mark_location(path: str, exc: BaseException, text: str = "") -> Location:
+    """Where a YAML error points (marks, or the reader's character offset in ``text``), else the file's start."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:
+        return Location(path, mark.line + 1, mark.column + 1)
+    position = getattr(exc, "position", None)
+    if not isinstance(position, int):
+        return Location(path, 1, 1)
+    return Location(path, text.count("\n", 0, position) + 1, position - text.rfind("\n", 0, position))
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _scalar(path: str, node: yaml.Node, loader: "_Builder") -> Any:
+    """Construct a scalar; a value its tag cannot hold (`!!int abc`, `2020-13-45`) is a definition error here."""
+    try:
+        return loader.construct_object(node)
+    except yaml.YAMLError:
+        raise
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise DefinitionError([Problem(_loc(path, node), "", f"value {node.value!r} cannot be read as {node.tag.rsplit(':', 1)[-1]}: {exc}")]) from None
 
 
 def to_plain(value: Any) -> Any:

@@ -1,8 +1,8 @@
 """The gate-file loader, fed random documents and random edits of the real example, raises DefinitionError or
 returns a GateFile: never any other exception (a crash would take down `gates list`/`run` and pytest collection).
 
-The mutation alphabet below leaves out the inputs that crash the loader today; each of those has its own strict
-xfail test further down (and a full-alphabet fuzz, also xfail). Widen the alphabet when the lead fixes them.
+A full-alphabet fuzz adds control characters and tags whose values cannot be built (`!!int abc`, `2020-13-45`);
+named hostile inputs follow as explicit cases.
 """
 from __future__ import annotations
 
@@ -125,7 +125,6 @@ FULL_ALPHABET = st.one_of(SAFE_ALPHABET, st.characters(blacklist_categories=("Cs
                           st.sampled_from(["!!int ", "!!float ", "!!timestamp ", "2020-13-45", "\x07", "\x00", "\ufeff"]))
 
 
-@pytest.mark.xfail(strict=True, reason="harness bug: see the explicit tests below (control characters, bad timestamps, bad !!int/!!float)")
 def test_loader_raises_only_definition_errors_on_any_edit(project):
     """The same edits over every character and a few tags: crashes are collected, not raised inside hypothesis
     (a failing @given would shrink, and write a patch file into the checkout)."""
@@ -143,30 +142,17 @@ def test_loader_raises_only_definition_errors_on_any_edit(project):
     assert not crashes, "load_gate_file let through: " + ", ".join(sorted(crashes))
 
 
-# inputs that crash the loader today ------------------------------------------------------------------------------
-
-READER_BUG = ("harness bug: yamlsource.load_yaml builds the yaml loader (which checks for non-printable characters) "
-              "outside its try block, so yaml.reader.ReaderError escapes instead of a DefinitionError at file:line")
-CONSTRUCT_BUG = ("harness bug: yamlsource.load_yaml catches yaml.YAMLError only; scalar construction raises plain "
-                 "ValueError for an impossible implicit timestamp or a bad !!int/!!float, which escapes the loader")
-SPEC_BUG = ("harness bug: gatefile._cross_check reads `spec` with Path.is_file()/read_text() unguarded: a name too long "
-            "for the file system (OSError) or a spec that is not UTF-8 (UnicodeDecodeError) escapes the loader")
+# hostile inputs: each must become a DefinitionError at file:line, never another exception ---------------------
 
 
 @pytest.mark.parametrize("text", [
-    pytest.param(REAL_TEXT.replace("title: Toy page bytes", "title: Toy\x07page bytes"), id="bell-character",
-                 marks=pytest.mark.xfail(strict=True, raises=yaml.YAMLError, reason=READER_BUG)),
-    pytest.param(REAL_TEXT + "\x00", id="nul-byte", marks=pytest.mark.xfail(strict=True, raises=yaml.YAMLError, reason=READER_BUG)),
-    pytest.param(REAL_TEXT.replace("title: Toy page bytes", "title: 2020-13-45"), id="impossible-date",
-                 marks=pytest.mark.xfail(strict=True, raises=ValueError, reason=CONSTRUCT_BUG)),
-    pytest.param(REAL_TEXT.replace("title: Toy page bytes", "title: !!int abc"), id="bad-int-tag",
-                 marks=pytest.mark.xfail(strict=True, raises=ValueError, reason=CONSTRUCT_BUG)),
-    pytest.param(REAL_TEXT.replace("title: Toy page bytes", "title: !!float abc"), id="bad-float-tag",
-                 marks=pytest.mark.xfail(strict=True, raises=ValueError, reason=CONSTRUCT_BUG)),
-    pytest.param(REAL_TEXT.replace("spec: spec/example.md", "spec: " + "s" * 300), id="spec-name-too-long",
-                 marks=pytest.mark.xfail(strict=True, raises=OSError, reason=SPEC_BUG)),
-    pytest.param(REAL_TEXT.replace("spec: spec/example.md", "spec: spec/latin1.md"), id="spec-not-utf8",
-                 marks=pytest.mark.xfail(strict=True, raises=UnicodeDecodeError, reason=SPEC_BUG)),
+    pytest.param(REAL_TEXT.replace("title: Toy page bytes", "title: Toy\x07page bytes"), id="bell-character"),
+    pytest.param(REAL_TEXT + "\x00", id="nul-byte"),
+    pytest.param(REAL_TEXT.replace("title: Toy page bytes", "title: 2020-13-45"), id="impossible-date"),
+    pytest.param(REAL_TEXT.replace("title: Toy page bytes", "title: !!int abc"), id="bad-int-tag"),
+    pytest.param(REAL_TEXT.replace("title: Toy page bytes", "title: !!float abc"), id="bad-float-tag"),
+    pytest.param(REAL_TEXT.replace("spec: spec/example.md", "spec: " + "s" * 300), id="spec-name-too-long"),
+    pytest.param(REAL_TEXT.replace("spec: spec/example.md", "spec: spec/latin1.md"), id="spec-not-utf8"),
     pytest.param(REAL_TEXT.replace("title: Toy page bytes", "title: !!python/object:os.system x"), id="python-tag"),
     pytest.param(REAL_TEXT + "notes: &a [*a]\n", id="recursive-alias"),
     pytest.param(REAL_TEXT.replace("title: Toy page bytes", "title: 2020-01-01"), id="valid-date"),
@@ -181,7 +167,6 @@ def test_loader_turns_hostile_input_into_a_definition_error(project, text):
     assert isinstance(outcome, DefinitionError)
 
 
-@pytest.mark.xfail(strict=True, reason=READER_BUG + "; `gates list` then dies with a traceback instead of exit 3")
 def test_gates_list_reports_a_control_character_as_a_definition_error(example):
     example.edit("title: Toy page bytes", "title: Toy\x07page bytes")
     result = example.gates("list")

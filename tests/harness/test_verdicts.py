@@ -252,9 +252,6 @@ def test_pytest_reports_a_crashing_builder_as_a_gate_error(example):
     result.assert_outcomes(failed=5)
 
 
-@pytest.mark.xfail(strict=True, reason="harness bug: when hypothesis finds both a builder crash (GateBroken) and an impl "
-                                       "mismatch it raises an ExceptionGroup; run_properties only catches bare Mismatch/GateBroken, "
-                                       "so the item is an ordinary failure and the gate is FAIL (exit 1) instead of ERROR (exit 3)")
 def test_a_builder_crash_next_to_a_real_mismatch_is_still_error(example):
     example.write("example_row/builders.py", BUILDERS)
     example.edit(ORACLE_LINE, ORACLE_LINE + BUILD + "crashes_on_many_heads\n")
