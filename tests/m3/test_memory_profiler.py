@@ -4,7 +4,7 @@ from __future__ import annotations
 import gc
 
 import pytest
-from m3_fake_device import Clock, ScriptedDevice
+from tests.m3.m3_fake_device import Clock, ScriptedDevice
 
 from impl.worker.memory_profiler import MemoryProfilingResult, memory_profiling
 from impl.worker.memory_snapshot import GiB, MemorySnapshot, measure_snapshot

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from m3_fake_device import ScriptedDevice
+from tests.m3.m3_fake_device import ScriptedDevice
 
 from impl.worker.memory_snapshot import GiB, MemorySnapshot, format_gib, measure_snapshot
 
