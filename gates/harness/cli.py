@@ -129,8 +129,6 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
     broken = {row: message for row, (_, message) in project.broken.items()}
     report = build_report(project.roadmap, project.gate_files, run.items if run else [], broken, rows, wanted)
     report = with_unknown_rows(report, {row: message for row, message in broken.items() if project.roadmap.row(row) is None})
-    report_rows = [r for r in report.rows if r.gates or r.row in broken or args.marker == "all"]
-    report = type(report)(tuple(report_rows), report.items)
     code = exit_code(report)
     if run and (run.collection_errors or run.exit_code in (2, 3, 4)):
         for error in run.collection_errors:

@@ -98,7 +98,7 @@ def _known_bad(reader: Reader, gate: YMap, key: str) -> list[KnownBad]:
         return []
     body = reader.mapping(gate["known_bad"], f"{key}.known_bad", location_of(gate, "known_bad"))
     out = []
-    for name, value in (body or {}).items():
+    for name in body or {}:
         kb_key = f"{key}.known_bad.{name}"
         if not isinstance(name, str) or not CASE_NAME.match(name):
             reader.problem(location_of(body, name), kb_key, f"known-bad name {show(name)} must match {CASE_NAME.pattern}")

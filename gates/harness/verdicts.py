@@ -159,7 +159,9 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
                 sum(i.checks for i in gate_items if i.kind == "properties" and i.outcome == "passed"),
                 sum(i.outcome == "passed" for i in known), len(gate.known_bad),
                 sum(i.checks for i in gate_items), reason))
-        row_errors = [i for i in by_gate.get((row.id, "<file>"), [])]
+        row_errors = by_gate.get((row.id, "<file>"), [])
+        if selected_gates is not None and not gate_results and not row_errors and row.id not in broken_rows:
+            continue  # a marker filter left this row nothing to run: it is not part of this run
         milestone_claims = []
         for ms in row.milestones:
             ms_gates = [g for g in gate_results if g.milestone == ms.id]
