@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU job: `pytest -m gpu` and every row's gpu gates (`gates run --marker gpu`), with reports kept.
+# The GPU job: `pytest -m gpu`, run once: the gpu tests and every row's gpu gates, judged by the plugin, reports kept.
 # Needs a CUDA device and a CUDA build of torch; expects the project installed (pip install -e '.[test]').
 # The whole job is bounded by GATES_GPU_BUDGET seconds (default 480, inside a 10-minute slot); each step gets
 # what is left. Reports: $GATES_REPORTS/gpu (default reports/gpu). Exit status: the first failing step's
@@ -42,11 +42,8 @@ if command -v nvidia-smi > /dev/null; then nvidia-smi > "$reports/nvidia-smi.txt
 
 status=0
 echo "== pytest -m gpu"
-run_step "$reports/pytest-gpu.log" python -m pytest -m gpu -rs --durations=10 --junitxml="$reports/pytest-gpu.xml"
-
-echo "== gates run --marker gpu"
-run_step "$reports/gates-gpu.log" python -m gates.harness.cli run --marker gpu \
-  --json "$reports/gates-gpu.json" --markdown "$reports/gates-gpu.md" --junit "$reports/gates-gpu.xml"
+run_step "$reports/pytest-gpu.log" python -m pytest -m gpu -rs --durations=10 --junitxml="$reports/gpu.xml" \
+  --gates-json="$reports/gates-gpu.json" --gates-markdown="$reports/gates-gpu.md"
 
 echo "== figures of the M3 device runs ($GATES_M3_DEVICE_LOG)"
 cat "$GATES_M3_DEVICE_LOG"

@@ -8,24 +8,24 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gates.harness.gatefile import load_gate_file
-from gates.harness.roadmap import load_roadmap
-from gates.harness.yamlsource import DefinitionError
+from _vllm_gates.gatefile import load_gate_file
+from _vllm_gates.roadmap import load_roadmap
+from _vllm_gates.yamlsource import DefinitionError
 
 jsonschema = pytest.importorskip("jsonschema")
 pytestmark = pytest.mark.cpu
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "tests" / "example_project"
-SCHEMA = json.loads((REPO / "gates" / "schema" / "gate-file.schema.json").read_text())
-GATE_FILES = sorted((REPO / "gates" / "rows").glob("*.yaml")) + [EXAMPLE / "gates" / "rows" / "EXAMPLE-ROW.yaml"]
+SCHEMA = json.loads((REPO / "src" / "_vllm_gates" / "schema" / "gate-file.schema.json").read_text())
+GATE_FILES = sorted((REPO / "gates" / "rows").glob("*/gate.yaml")) + [EXAMPLE / "gates" / "rows" / "example" / "gate.yaml"]
 
 
 def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
-@pytest.mark.parametrize("path", GATE_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", GATE_FILES, ids=lambda p: p.parent.name)
 def test_every_gate_file_in_the_repository_validates_against_the_schema(path: Path) -> None:
     jsonschema.validate(yaml.safe_load(path.read_text()), SCHEMA)
 
@@ -48,7 +48,7 @@ MALFORMED = {
 def test_malformed_shapes_are_refused_by_schema_and_loader(name: str, tmp_path: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(EXAMPLE, project)
-    gate_path = project / "gates" / "rows" / "EXAMPLE-ROW.yaml"
+    gate_path = project / "gates" / "rows" / "example" / "gate.yaml"
     document = yaml.safe_load(gate_path.read_text())
     MALFORMED[name](document)
     gate_path.write_text(yaml.safe_dump(document, sort_keys=False))
@@ -56,5 +56,5 @@ def test_malformed_shapes_are_refused_by_schema_and_loader(name: str, tmp_path: 
         jsonschema.validate(document, SCHEMA)
     roadmap = load_roadmap(project / "spec" / "roadmap.yaml")
     with pytest.raises(DefinitionError) as error:
-        load_gate_file(gate_path, project, roadmap)
-    assert "gates/rows/EXAMPLE-ROW.yaml:" in str(error.value)
+        load_gate_file(gate_path, project, roadmap, ("cpu", "gpu", "dist"))
+    assert "gates/rows/example/gate.yaml:" in str(error.value)

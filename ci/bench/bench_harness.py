@@ -32,7 +32,7 @@ TIMED_PYTEST = textwrap.dedent("""
 def _project(tmp: Path) -> None:
     """A root holding one gate of CASES cases and one parametrized test over the same function and data."""
     (tmp / "spec").mkdir()
-    (tmp / "gates" / "rows").mkdir(parents=True)
+    (tmp / "gates" / "rows" / "bench").mkdir(parents=True)
     (tmp / "benchpkg").mkdir()
     (tmp / "tests").mkdir()
     (tmp / "spec" / "roadmap.yaml").write_text("rows:\n  BENCH-ROW:\n    title: bench\n    state: DONE\n    milestones:\n      M1: {title: bench, state: DONE}\n")
@@ -42,7 +42,7 @@ def _project(tmp: Path) -> None:
         "def page(block_size, heads):\n    return 2 * block_size * heads\n\n"
         "def bad(block_size, heads):\n    return block_size * heads\n")
     cases = "".join(f"      c{i}:\n        input: {{block_size: {i}, heads: {i % 7 + 1}}}\n        expect: {2 * i * (i % 7 + 1)}\n" for i in range(CASES))
-    (tmp / "gates" / "rows" / "BENCH-ROW.yaml").write_text(
+    (tmp / "gates" / "rows" / "bench" / "gate.yaml").write_text(
         "row: BENCH-ROW\ntitle: bench\nspec: spec/bench.md\ngates:\n  - id: page\n    milestone: M1\n    covers: [BENCH-1.1]\n"
         "    markers: [cpu]\n    impl: benchpkg.code:page\n    known_bad: {bad: benchpkg.code:bad}\n    cases:\n" + cases)
     data = ", ".join(f"({i}, {i % 7 + 1}, {2 * i * (i % 7 + 1)})" for i in range(CASES))
@@ -50,11 +50,11 @@ def _project(tmp: Path) -> None:
         "import pytest\nfrom benchpkg.code import page\n\n"
         f"@pytest.mark.cpu\n@pytest.mark.parametrize('block_size,heads,expected', [{data}])\n"
         "def test_page(block_size, heads, expected):\n    assert page(block_size, heads) == expected\n")
-    (tmp / "pytest.ini").write_text("[pytest]\ngates_allowed_roots = benchpkg\npythonpath = .\n")
+    (tmp / "pyproject.toml").write_text('[tool.vllm-gates]\nallowed-roots = ["benchpkg"]\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n')
 
 
 def _timed_pytest(tmp: Path, target: str) -> float:
-    done = subprocess.run([sys.executable, "-c", TIMED_PYTEST, target, "-q", "-p", "no:cacheprovider", "-k", "not known_bad"],
+    done = subprocess.run([sys.executable, "-c", TIMED_PYTEST, target, "-q", "-p", "no:cacheprovider", "-k", "not known_bad and not audit"],
                           cwd=tmp, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"bench run of {target} failed:\n{done.stdout}\n{done.stderr}")
@@ -62,7 +62,7 @@ def _timed_pytest(tmp: Path, target: str) -> float:
 
 
 def _gates_list_seconds() -> tuple[float, bool]:
-    probe = ("import sys, time; s = time.perf_counter(); from gates.harness.cli import main; import io, contextlib\n"
+    probe = ("import sys, time; s = time.perf_counter(); from _vllm_gates.cli import main; import io, contextlib\n"
              "with contextlib.redirect_stdout(io.StringIO()): main(['--root', sys.argv[1], 'list'])\n"
              "print(time.perf_counter() - s, 'torch' in sys.modules)")
     start = time.perf_counter()
@@ -91,7 +91,7 @@ def main() -> int:
         _project(tmp)
         gate_times, plain_times = [], []
         for _ in range(args.rounds):  # interleaved, so drift on a noisy machine hits both alike
-            gate_times.append(_timed_pytest(tmp, "gates/rows/BENCH-ROW.yaml"))
+            gate_times.append(_timed_pytest(tmp, "gates/rows/bench/gate.yaml"))
             plain_times.append(_timed_pytest(tmp, "tests/test_plain.py"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

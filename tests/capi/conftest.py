@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gates.inputs.capi import SPEC_HEADER
+from gates.rows.capi_abi.build import SPEC_HEADER
 from oracles.abi.toolchain import CompilerUnavailable, find_compiler
 
 

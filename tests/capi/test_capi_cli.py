@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gates.adapters.capi import engine_params_via_python, same_engine_params
+from gates.rows.capi_abi.subjects import engine_params_via_python, same_engine_params
 from impl.entrypoints import example_cli
 
 pytestmark = pytest.mark.cpu

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gates.inputs.capi import DEFAULT_PROBE, probe_config, struct_of
+from gates.rows.capi_abi.build import DEFAULT_PROBE, probe_config, struct_of
 from impl.capi import (InvalidArgument, ModelParams, VllmStatus, engine_load, engine_params_from_c,
                        model_params_default, model_params_from_engine)
 from impl.entrypoints.model_loader import EngineParams

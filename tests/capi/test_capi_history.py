@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gates.inputs.capi import VARIANTS, header_of
+from gates.rows.capi_abi.build import VARIANTS, header_of
 from impl.capi.errors import AbiHistoryError
 from impl.capi.history import header_history
 from oracles.abi import header as oracle_header

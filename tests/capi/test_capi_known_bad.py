@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gates.adapters import capi as adapters
-from gates.inputs import capi as inputs
-from gates.known_bad import capi as bad
+from gates.rows.capi_abi import subjects as adapters
+from gates.rows.capi_abi import build as inputs
+from gates.rows.capi_abi import known_bad as bad
 from impl.capi import model_params_default
 from impl.capi.history import header_history
 from impl.capi.layout import model_params_layout
@@ -16,7 +16,7 @@ from impl.capi.library import checked_abi_version
 from impl.entrypoints.example_cli import engine_params_via_c
 
 pytestmark = pytest.mark.cpu
-GATE_FILE = Path(inputs.ROOT, "gates", "rows", "CAPI-ABI.yaml")
+GATE_FILE = Path(inputs.ROOT, "gates", "rows", "capi_abi", "gate.yaml")
 
 
 def _outcome(target, call):

@@ -5,8 +5,8 @@ import ctypes
 
 import pytest
 
-from gates.adapters.capi import member_values
-from gates.inputs import capi as inputs
+from gates.rows.capi_abi.subjects import member_values
+from gates.rows.capi_abi import build as inputs
 from impl.capi import VLLM_ABI_VERSION, ModelParams, VllmStatus, model_params_default, open_library
 from impl.capi.abi import FIELD_SINCE
 from impl.capi.errors import AbiVersionMismatch

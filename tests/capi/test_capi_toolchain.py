@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gates.inputs import capi as inputs
+from gates.rows.capi_abi import build as inputs
 from oracles.abi import toolchain
 from oracles.abi.layout import header_layout, measure
 

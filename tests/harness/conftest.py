@@ -1,8 +1,9 @@
 """Fixtures for the harness's own tests: a fresh copy of tests/example_project per test, and two front doors.
 
 `example.gates(...)` runs the `gates` CLI in this process (cli.main) and `example.pytest(...)` runs pytest in
-this process (pytester); both see the copied project, and the copied package `example_row` is dropped from
-sys.modules after each run, so a later test (or run) imports its own, mutated copy.
+this process (pytester); both see the copied project. The copy has its own `gates` package, like a user's
+project: around each run this repository's `gates` is set aside and the copy's modules are dropped afterwards,
+so a later test (or run) imports its own, mutated copy.
 """
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ import torch  # imported before any pytester snapshot of sys.modules: torch must
 import yaml
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
-GATE_FILE = "gates/rows/EXAMPLE-ROW.yaml"
+GATE_FILE = "gates/rows/example/gate.yaml"
 ROADMAP = "spec/roadmap.yaml"
-COPIED = ("example_row", "gates", "spec", "pytest.ini")
+COPIED = ("example_row", "gates", "spec", "pyproject.toml")
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,32 @@ def line_of(text: str, needle: str, occurrence: int = 1) -> int:
     return hits[occurrence - 1]
 
 
+PROJECT_PACKAGES = ("example_row", "gates")  # top-level packages of the copied project
+
+
+def _project_module(name: str) -> bool:
+    return any(name == top or name.startswith(f"{top}.") for top in PROJECT_PACKAGES)
+
+
 def drop_project_modules(root: Path) -> None:
-    """Forget modules imported from a copied project (example_row and its submodules)."""
+    """Forget modules imported from a copied project (example_row, its gates package and their submodules)."""
     for name, module in list(sys.modules.items()):
         origin = getattr(module, "__file__", None) or ""
-        if name == "example_row" or name.startswith("example_row.") or origin.startswith(str(root)):
+        if _project_module(name) or origin.startswith(str(root)):
             del sys.modules[name]
+
+
+@contextlib.contextmanager
+def project_modules(root: Path):
+    """Run with the copy's packages importable under their names: this repository's `gates` is set aside, then put back."""
+    saved = {name: module for name, module in sys.modules.items() if _project_module(name)}
+    for name in saved:
+        del sys.modules[name]
+    try:
+        yield
+    finally:
+        drop_project_modules(root)
+        sys.modules.update(saved)
 
 
 class Example:
@@ -97,10 +118,16 @@ class Example:
                              for row, (state, milestones) in rows.items()}}
         self.write(ROADMAP, yaml.safe_dump(document, sort_keys=False))
 
+    @staticmethod
+    def row_folder(row: str) -> str:
+        return f"gates/rows/{row.lower().replace('-', '_')}"
+
     def add_row(self, row: str) -> None:
-        """A second row, gated by a copy of the example gate file (its own gate file, same spec and package)."""
+        """A second row, gated by a copy of the example row folder (its own gate file and helpers, same spec and package)."""
         self.set_roadmap({"EXAMPLE-ROW": ("DONE", {"M1": "DONE"}), row: ("DONE", {"M1": "DONE"})})
-        self.write(f"gates/rows/{row}.yaml", self.read().replace("row: EXAMPLE-ROW", f"row: {row}"))
+        folder = self.root / self.row_folder(row)
+        shutil.copytree(self.root / "gates/rows/example", folder, ignore=shutil.ignore_patterns("__pycache__"))
+        (folder / "gate.yaml").write_text(self.read().replace("row: EXAMPLE-ROW", f"row: {row}"), encoding="utf-8")
 
     # reports ----------------------------------------------------------------------------------------
     @staticmethod
@@ -114,14 +141,14 @@ class Example:
     # front doors ------------------------------------------------------------------------------------
     def gates(self, *args: str) -> CliResult:
         """`gates --root <copy> ARGS...` in this process."""
-        from gates.harness import cli
+        from _vllm_gates import cli
 
         saved_path, saved_addopts = list(sys.path), os.environ.get("PYTEST_ADDOPTS")
         # the nested pytest.main would gc.collect() five times on exit (unraisable-exception plugin): ~1 s with torch loaded
         os.environ["PYTEST_ADDOPTS"] = f"{saved_addopts or ''} -p no:unraisableexception".strip()
         out, err = io.StringIO(), io.StringIO()
         try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            with project_modules(self.root), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 code = cli.main(["--root", str(self.root), *args])
         finally:
             sys.path[:] = saved_path
@@ -129,7 +156,6 @@ class Example:
                 os.environ.pop("PYTEST_ADDOPTS", None)
             else:
                 os.environ["PYTEST_ADDOPTS"] = saved_addopts
-            drop_project_modules(self.root)
         return CliResult(code, out.getvalue(), err.getvalue())
 
     def run_json(self, *args: str, name: str = "run.json") -> tuple[CliResult, dict[str, Any]]:
@@ -139,18 +165,14 @@ class Example:
         return result, json.loads(target.read_text(encoding="utf-8"))
 
     def pytest(self, *args: str) -> pytest.RunResult:
-        """pytest ARGS... in this process, from the copy's root (its pytest.ini)."""
-        try:
+        """pytest ARGS... in this process, from the copy's root (its pyproject.toml)."""
+        with project_modules(self.root):
             return self._pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
-        finally:
-            drop_project_modules(self.root)
 
     def outcomes(self, *args: str) -> dict[str, str]:
         """pytest ARGS... in this process; {node id: passed|failed|skipped} of every item that ran."""
-        try:
+        with project_modules(self.root):
             recorder = self._pytester.inline_run("-p", "no:cacheprovider", *args)
-        finally:
-            drop_project_modules(self.root)
         passed, skipped, failed = recorder.listoutcomes()
         found = {r.nodeid: "passed" for r in passed}
         found.update({r.nodeid: "skipped" for r in skipped})

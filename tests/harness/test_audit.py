@@ -5,7 +5,7 @@ import pytest
 
 pytestmark = pytest.mark.cpu
 
-GATE_FILE = "gates/rows/EXAMPLE-ROW.yaml"
+GATE_FILE = "gates/rows/example/gate.yaml"
 ORACLE_LINE = "    oracle: example_row.oracle:counted_page_bytes\n"
 KNOWN_BAD = "    known_bad:\n"
 NEGATIVE_HEADS_CASE = ("      negative-heads:\n        input: {block_size: 2, heads: -1, head_size: 2, dtype_bytes: 2}\n"
@@ -95,4 +95,4 @@ def test_audit_reports_a_definition_error(example):
     example.edit("markers: [cpu]", "markers: [tpu]")
     result = example.gates("audit")
     assert result.code == 3
-    assert f"{GATE_FILE}:{example.line('markers: [tpu]')}:" in result.err
+    assert f"{GATE_FILE}:{example.line('markers: [tpu]')}:" in result.text

@@ -18,7 +18,7 @@ def git(root, *args: str) -> str:
 def checkout(example):
     """The example with a second row whose sources are other_row/*.py, committed to a fresh git repository."""
     example.add_row("SECOND-ROW")
-    example.edit('sources: ["example_row/*.py"]', 'sources: ["other_row/*.py"]', "gates/rows/SECOND-ROW.yaml")
+    example.edit('sources: ["example_row/*.py"]', 'sources: ["other_row/*.py"]', "gates/rows/second_row/gate.yaml")
     example.write("other_row/__init__.py", "")
     example.write(".gitignore", "__pycache__/\n.pytest_cache/\nout/\n")
     example.write("README.md", "# a checkout\n")
@@ -37,7 +37,7 @@ def _affected(checkout, base: str = "HEAD") -> list[str]:
 CHANGES = {
     "source-edited": ("example_row/impl.py", None, ["EXAMPLE-ROW"]),
     "source-added-untracked": ("example_row/extra.py", "X = 1\n", ["EXAMPLE-ROW"]),
-    "gate-file-edited": ("gates/rows/EXAMPLE-ROW.yaml", None, ["EXAMPLE-ROW"]),
+    "gate-file-edited": ("gates/rows/example/gate.yaml", None, ["EXAMPLE-ROW"]),
     "spec-edited": ("spec/example.md", None, ["EXAMPLE-ROW", "SECOND-ROW"]),  # both rows name this spec
     "other-row-source": ("other_row/__init__.py", None, ["SECOND-ROW"]),
     "unrelated-file": ("README.md", None, []),
@@ -70,7 +70,7 @@ def test_run_changed_since_runs_only_the_affected_row(checkout):
     assert result.code == 0, result.text
     assert report["meta"]["rows"] == ["EXAMPLE-ROW"] and report["meta"]["changed_since"] == "HEAD"
     assert [r["row"] for r in report["rows"]] == ["EXAMPLE-ROW"]
-    assert {i["row"] for i in report["items"]} == {"EXAMPLE-ROW"} and len(report["items"]) == 6
+    assert {i["row"] for i in report["items"]} == {"EXAMPLE-ROW"} and len(report["items"]) == 7
 
 
 def test_run_changed_since_with_an_unrelated_change_runs_nothing(checkout):
@@ -90,7 +90,7 @@ def test_an_unknown_ref_is_a_usage_error(checkout):
 
 def test_a_broken_row_is_always_selected(checkout):
     """A gate file that does not load cannot say what its sources are: it is never skipped as unaffected."""
-    checkout.edit("markers: [cpu]", "markers: [tpu]", "gates/rows/SECOND-ROW.yaml")
+    checkout.edit("markers: [cpu]", "markers: [tpu]", "gates/rows/second_row/gate.yaml")
     git(checkout.root, "commit", "-q", "-am", "break the second row")
     checkout.write("README.md", "# changed\n")
     result = checkout.gates("run", "--changed-since", "HEAD")

@@ -1,7 +1,7 @@
-"""Each malformed gate file is a definition error naming gates/rows/EXAMPLE-ROW.yaml:<line>, the key and the value.
+"""Each malformed gate file is a definition error naming gates/rows/example/gate.yaml:<line>, the key and the value.
 
 Three front doors are checked separately: `gates list` (loads and validates, does not import targets), `gates run`
-(exit 3) and plain pytest (a failed definition item). The expected line is found by searching the mutated text for
+(exit 3) and plain pytest (a failed definition item, and the same exit 3). The expected line is found by searching the mutated text for
 the line that holds the mistake, and compared exactly.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.cpu
 
-GATE_FILE = "gates/rows/EXAMPLE-ROW.yaml"
+GATE_FILE = "gates/rows/example/gate.yaml"
 
 
 
@@ -64,11 +64,11 @@ CASES = [
     Malformed("missing-attribute", (_gate("example_row.oracle:counted_page_bytes", "example_row.oracle:no_such_oracle"),),
               "no_such_oracle", ("page-bytes.oracle", "has no attribute 'no_such_oracle'"), resolves=True),
     Malformed("disallowed-root", (_gate("example_row.oracle:counted_page_bytes", "os:system"),), "os:system",
-              ("page-bytes.oracle", "'os:system' is outside the allowed import roots (example_row)"), resolves=True),
+              ("page-bytes.oracle", "'os:system' is outside the allowed import roots (example_row, gates;"), resolves=True),
     Malformed("known-bad-signature", (
-        ("example_row/bad.py", "def accepts_negative(", "def two_arguments(block_size: int, heads: int) -> int:\n"
+        ("gates/rows/example/known_bad.py", "def accepts_negative(", "def two_arguments(block_size: int, heads: int) -> int:\n"
                                                          "    return 0\n\n\ndef accepts_negative("),
-        _gate("accepts-negative: example_row.bad:accepts_negative", "accepts-negative: example_row.bad:two_arguments")),
+        _gate("accepts-negative: .known_bad:accepts_negative", "accepts-negative: .known_bad:two_arguments")),
         "accepts-negative:", ("known_bad.accepts-negative", "takes (block_size, heads)",
                               "'example_row.impl:page_bytes' takes (block_size, heads, head_size, dtype_bytes)"), resolves=True),
 ]
@@ -119,7 +119,7 @@ def test_gates_run_exits_3_naming_file_line(example, case):
 def test_pytest_report_names_file_line(example, case):
     line = _apply(example, case)
     result = example.pytest()
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert result.ret == 3, "pytest exits with the claim exit code, as gates run does"
     text = result.stdout.str()
     _assert_names(text, line, case)
     assert f"definition error: {GATE_FILE}:{line}:" in text
@@ -127,7 +127,7 @@ def test_pytest_report_names_file_line(example, case):
 
 
 def _second_file_for_the_same_row(example):
-    example.write("gates/rows/EXAMPLE-ROW-AGAIN.yaml", example.read())
+    example.write("gates/rows/example_again/gate.yaml", example.read())
 
 
 def test_two_gate_files_for_one_row_are_an_error(example):
@@ -140,7 +140,7 @@ def test_two_gate_files_for_one_row_are_an_error(example):
 
 def test_two_gate_files_for_one_row_name_the_row_line(example):
     _second_file_for_the_same_row(example)
-    assert re.search(r"gates/rows/EXAMPLE-ROW(-AGAIN)?\.yaml:1:\d+: row", example.gates("list").err)
+    assert re.search(r"gates/rows/example(_again)?/gate\.yaml:1:\d+: row", example.gates("list").err)
 
 
 def test_pytest_flags_two_gate_files_for_one_row(example):

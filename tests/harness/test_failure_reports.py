@@ -9,7 +9,7 @@ import yaml
 
 pytestmark = pytest.mark.cpu
 
-GATE_FILE = "gates/rows/EXAMPLE-ROW.yaml"
+GATE_FILE = "gates/rows/example/gate.yaml"
 PROPERTIES_NODE = f"{GATE_FILE}::page-bytes::properties"
 WRONG_FOR_FOUR_HEADS = ("    return 2 * block_size", "    return (1 if heads == 4 else 0) + 2 * block_size", "example_row/impl.py")
 
@@ -25,7 +25,7 @@ def _pasteable_case(lines: list[str]) -> tuple[str, dict]:
 def test_property_failure_shows_the_shrunk_example_as_a_case_and_a_rerun_command(example):
     example.edit(*WRONG_FOR_FOUR_HEADS)
     result = example.pytest()
-    result.assert_outcomes(failed=1, passed=5)
+    result.assert_outcomes(failed=1, passed=6)
     line = example.line("    properties:")
     result.stdout.fnmatch_lines([
         f"{GATE_FILE}:{line}:5: gate page-bytes, properties: impl disagrees with the oracle on a generated input",

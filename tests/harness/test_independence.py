@@ -1,105 +1,29 @@
-"""Independence of the implementation and the oracles, enforced by walking their imports with `ast`.
-
-`impl` never imports `oracles` or `gates`; `oracles` never imports `impl` or `gates` (design.md, "The house").
-Every import form counts: `import a.b`, `from a import b`, relative imports (`from . import x`, `from ..pkg import y`,
-resolved against the file's package, including ones that climb above the top-level package), imports inside
-functions or `if TYPE_CHECKING:`, and `importlib.import_module("...")` / `__import__("...")` with a string literal.
-"""
+"""Independence of the implementation and the oracles: `gates check-independence` and the import walker behind it."""
 from __future__ import annotations
 
-import ast
+import subprocess
+import sys
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from _vllm_gates.config import load_config
+from _vllm_gates.independence import absolute, violations
+
 pytestmark = pytest.mark.cpu
 
 REPO = Path(__file__).resolve().parents[2]
-FORBIDDEN = {"impl": frozenset({"oracles", "gates"}), "oracles": frozenset({"impl", "gates"})}
-DYNAMIC_IMPORTERS = {"import_module", "__import__"}
+FORBIDDEN = {"impl": ("oracles", "gates"), "oracles": ("impl", "gates")}
 
 
-@dataclass(frozen=True, order=True)
-class Violation:
-    path: str  # relative to the scanned root
-    line: int
-    imported: str  # the absolute module name the line imports
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: imports {self.imported}"
-
-
-def module_of(root: Path, path: Path) -> tuple[str, bool]:
-    """The dotted module name of a file under root, and whether it is a package (__init__.py)."""
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    is_package = parts[-1] == "__init__"
-    if is_package:
-        parts.pop()
-    return ".".join(parts), is_package
-
-
-def absolute(module: str, is_package: bool, level: int, name: str | None) -> str:
-    """Resolve `from <level dots><name>` written in `module`; climbing above the top level leaves a top-level name."""
-    if level == 0:
-        return name or ""
-    package = module.split(".") if is_package else module.split(".")[:-1]
-    keep = len(package) - (level - 1)
-    base = package[:keep] if keep > 0 else []
-    return ".".join(base + ([name] if name else []))
-
-
-def _string(node: ast.expr | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def imports_in(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, str]]:
-    """(line, absolute module) for every module the tree imports; for `from m import a`, both m and m.a."""
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            target = absolute(module, is_package, node.level, node.module)
-            if target:
-                found.append((node.lineno, target))
-            found += [(node.lineno, f"{target}.{alias.name}" if target else alias.name) for alias in node.names if alias.name != "*"]
-        elif isinstance(node, ast.Call):
-            func = node.func
-            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-            name = _string(node.args[0]) if node.args else _string(next((k.value for k in node.keywords if k.arg == "name"), None))
-            if called not in DYNAMIC_IMPORTERS or not name:
-                continue
-            if name.startswith("."):
-                level = len(name) - len(name.lstrip("."))
-                anchor = _string(next((k.value for k in node.keywords if k.arg == "package"), None))
-                if anchor is None and len(node.args) > 1:
-                    anchor = _string(node.args[1])
-                found.append((node.lineno, absolute(anchor, True, level, name.lstrip(".") or None) if anchor
-                              else absolute(module, is_package, level, name.lstrip(".") or None)))
-            else:
-                found.append((node.lineno, name))
-    return found
-
-
-def violations(root: Path, packages: dict[str, frozenset[str]] = FORBIDDEN) -> tuple[list[Violation], int]:
-    """Every forbidden import under root/<package> for each package; and how many files were read."""
-    found: list[Violation] = []
-    files = 0
-    for package, forbidden in packages.items():
-        for path in sorted((root / package).rglob("*.py")):
-            files += 1
-            module, is_package = module_of(root, path)
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-            for line, imported in imports_in(tree, module, is_package):
-                if imported.split(".")[0] in forbidden:
-                    found.append(Violation(path.relative_to(root).as_posix(), line, imported))
-    return sorted(set(found)), files
+def test_the_repository_declares_the_two_contracts():
+    config = load_config(REPO)
+    assert config is not None and dict(config.independence) == FORBIDDEN
 
 
 def test_impl_and_oracles_do_not_import_each_other_or_gates():
-    found, files = violations(REPO)
+    found, files = violations(REPO, FORBIDDEN)
     assert files >= 10, f"only {files} files under {REPO}/impl and {REPO}/oracles: wrong root?"
     assert not found, "independence broken:\n" + "\n".join(str(v) for v in found)
 
@@ -118,7 +42,7 @@ PLANTED = {
         print(NAME.import_module)
         ''',
     "impl/bad_absolute.py": "import oracles.kv_allocation as allocation\n",
-    "impl/bad_from.py": "from gates.harness import api\n",
+    "impl/bad_from.py": "from gates.rows import helpers\n",
     "impl/bad_dynamic.py": 'import importlib\nlayout = importlib.import_module("oracles.layout")\n',
     "impl/bad_in_function.py": "def later():\n    from oracles import kv_budget\n    return kv_budget\n",
     "impl/bad_type_checking.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import gates\n",
@@ -139,13 +63,13 @@ def test_the_checker_catches_planted_violations(tmp_path):
         path = tmp_path / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    found, files = violations(tmp_path)
+    found, files = violations(tmp_path, FORBIDDEN)
     assert files == len(PLANTED)
     assert [str(v) for v in found] == [
         "impl/bad_absolute.py:1: imports oracles.kv_allocation",
         "impl/bad_dynamic.py:2: imports oracles.layout",
-        "impl/bad_from.py:1: imports gates.harness",
-        "impl/bad_from.py:1: imports gates.harness.api",
+        "impl/bad_from.py:1: imports gates.rows",
+        "impl/bad_from.py:1: imports gates.rows.helpers",
         "impl/bad_in_function.py:2: imports oracles",
         "impl/bad_in_function.py:2: imports oracles.kv_budget",
         "impl/bad_type_checking.py:3: imports gates",
@@ -170,3 +94,17 @@ def test_the_checker_catches_planted_violations(tmp_path):
 ])
 def test_relative_imports_resolve_against_the_package(module, is_package, level, name, expected):
     assert absolute(module, is_package, level, name) == expected
+
+
+def test_gates_check_independence_passes_here_and_names_a_planted_violation(tmp_path):
+    gates = [sys.executable, "-m", "_vllm_gates.cli"]
+    done = subprocess.run([*gates, "--root", str(REPO), "check-independence"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 violation(s)" in done.stdout
+    (tmp_path / "pyproject.toml").write_text("[tool.vllm-gates]\n", encoding="utf-8")
+    for relative, text in {"impl/__init__.py": "", "impl/bad.py": "\n\nfrom oracles import truth\n", "oracles/__init__.py": ""}.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text, encoding="utf-8")
+    done = subprocess.run([*gates, "--root", str(tmp_path), "check-independence"], capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "impl/bad.py:3: imports oracles" in done.stdout and "2 violation(s) in 3 file(s)" in done.stdout

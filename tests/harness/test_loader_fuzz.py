@@ -14,15 +14,15 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from gates.harness.gatefile import FILE_KEYS_OPTIONAL, FILE_KEYS_REQUIRED, GATE_KEYS_OPTIONAL, GATE_KEYS_REQUIRED, load_gate_file
-from gates.harness.model import GateFile
-from gates.harness.roadmap import load_roadmap
-from gates.harness.yamlsource import DefinitionError
+from _vllm_gates.gatefile import FILE_KEYS_OPTIONAL, FILE_KEYS_REQUIRED, GATE_KEYS_OPTIONAL, GATE_KEYS_REQUIRED, load_gate_file
+from _vllm_gates.model import GateFile
+from _vllm_gates.roadmap import load_roadmap
+from _vllm_gates.yamlsource import DefinitionError
 
 pytestmark = pytest.mark.cpu
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
-GATE_FILE = "gates/rows/EXAMPLE-ROW.yaml"
+GATE_FILE = "gates/rows/example/gate.yaml"
 REAL_TEXT = (EXAMPLE / GATE_FILE).read_text(encoding="utf-8")
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
@@ -32,7 +32,7 @@ FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None
 def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz")
     shutil.copytree(EXAMPLE / "spec", root / "spec")
-    (root / "gates" / "rows").mkdir(parents=True)
+    (root / "gates" / "rows" / "example").mkdir(parents=True)
     return root, load_roadmap(root / "spec" / "roadmap.yaml", "spec/roadmap.yaml")
 
 
@@ -42,7 +42,7 @@ def load_text(project, text: str):
     path = root / GATE_FILE
     path.write_text(text, encoding="utf-8")
     try:
-        return load_gate_file(path, root, roadmap)
+        return load_gate_file(path, root, roadmap, ("cpu", "gpu", "dist"))
     except DefinitionError as error:
         assert error.problems, "a DefinitionError lists at least one problem"
         for problem in error.problems:

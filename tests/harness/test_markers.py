@@ -31,11 +31,12 @@ def mixed(example):
 def test_gpu_items_skip_with_a_reason_naming_cuda(mixed, no_cuda):
     result = mixed.pytest("-rs", "gates")
     result.stdout.fnmatch_lines(["*SKIPPED* gpu gate skipped: no CUDA device (torch.cuda.is_available() is False)"])
-    result.assert_outcomes(passed=12, skipped=12)
-    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=14, skipped=14)
+    assert result.ret == 1, "the row claims DONE, and skipped gpu gates cannot back DONE: pytest says so as gates run does"
+    assert mixed.gates("run").code == 1
     run, report = mixed.run_json("--marker", "gpu")
     gpu_items = [i for i in report["items"] if i["gate"] in ("on-gpu", "on-cpu-and-gpu")]
-    assert len(gpu_items) == 12 and {i["outcome"] for i in gpu_items} == {"skipped"}
+    assert len(gpu_items) == 14 and {i["outcome"] for i in gpu_items} == {"skipped"}
     assert all("CUDA" in i["detail"] for i in gpu_items)
     assert {g["gate"]: g["verdict"] for g in mixed.row(report)["gates"]} == {"on-gpu": "SKIPPED", "on-cpu-and-gpu": "SKIPPED"}
 
@@ -49,7 +50,7 @@ def test_pytest_m_and_gates_run_marker_run_the_same_items(mixed, marker):
     gates = {node.split("::")[1] for node in by_gates}
     expected = {"cpu": {"page-bytes", "on-cpu-and-gpu", "spawns"}, "gpu": {"on-gpu", "on-cpu-and-gpu"}, "dist": {"spawns"}}
     assert gates == expected[marker]
-    assert len(by_gates) == 6 * len(expected[marker])
+    assert len(by_gates) == 7 * len(expected[marker])
 
 
 def test_unmarked_tests_count_as_cpu(mixed):
@@ -70,5 +71,5 @@ def test_a_definition_error_item_is_selected_by_every_marker(example):
     """A broken file must not vanish under a marker filter: its error item carries cpu, gpu and dist."""
     example.edit("markers: [cpu]", "markers: [cpu, tpu]")
     for marker in ("cpu", "gpu", "dist"):
-        assert example.outcomes("-m", marker) == {"gates/rows/EXAMPLE-ROW.yaml::definition": "failed"}
+        assert example.outcomes("-m", marker) == {"gates/rows/example/gate.yaml::definition": "failed"}
         assert example.gates("run", "--marker", marker).code == 3

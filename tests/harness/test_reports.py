@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gates.harness import reports
+from _vllm_gates import reports
 
 pytestmark = pytest.mark.cpu
 
@@ -43,7 +43,7 @@ def test_json_report_is_complete_and_replaces_the_old_file_atomically(example):
     assert report["exit_code"] == 0
     assert report["checks"] == sum(g["checks"] for r in report["rows"] for g in r["gates"]) > 0
     assert [i["nodeid"] for i in report["items"]] == sorted(i["nodeid"] for i in report["items"])
-    assert len(report["items"]) == 6
+    assert len(report["items"]) == 7
     assert sorted(p.name for p in target.parent.iterdir()) == ["run.json"], "no temporary file is left behind"
 
 
@@ -84,23 +84,27 @@ def test_markdown_has_a_verdict_line_per_row(example, variant, line):
         assert "### Why" in text and "- EXAMPLE-ROW: claims DONE but the verdict is FAIL" in text
 
 
-def test_junit_xml_lists_the_gate_items(example):
+def test_junit_xml_lists_the_gate_items_and_the_claims(example):
     target = example.root / "out" / "junit.xml"
     result = example.gates("run", "--junit", str(target))
     assert result.code == 0
     root = ET.parse(target).getroot()
     cases = root.findall(".//testcase")
     assert sorted(c.get("name") for c in cases) == sorted([
-        "fp16-page", "negative-heads", "properties",
-        "known_bad[drops-factor-two]", "known_bad[wrong-for-big-heads]", "known_bad[accepts-negative]"])
+        "fp16-page", "negative-heads", "properties", "audit",
+        "known_bad[drops-factor-two]", "known_bad[wrong-for-big-heads]", "known_bad[accepts-negative]",
+        "claim[DONE]", "claim[DONE]"])
+    claims = sorted(c.get("classname") for c in cases if c.get("name") == "claim[DONE]")
+    assert claims == ["vllm-gates.EXAMPLE-ROW.(row)", "vllm-gates.EXAMPLE-ROW.M1"]
     assert all(c.find("failure") is None and c.find("error") is None for c in cases)
     suite = root if root.tag == "testsuite" else root.find("testsuite")
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("6", "0", "0")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("9", "0", "0")
 
 
 def test_junit_xml_records_failures(example):
     example.edit(*WRONG_FOR_FOUR_HEADS)
     target = example.root / "out" / "junit.xml"
     assert example.gates("run", "--junit", str(target), "--profile", "ci").code == 1
-    failed = [c.get("name") for c in ET.parse(target).getroot().iter("testcase") if c.find("failure") is not None]
-    assert failed == ["properties"]
+    failed = [(c.get("classname"), c.get("name")) for c in ET.parse(target).getroot().iter("testcase") if c.find("failure") is not None]
+    assert failed == [("gates.rows.example.gate.yaml.page-bytes", "properties"),
+                      ("vllm-gates.EXAMPLE-ROW.M1", "claim[DONE]"), ("vllm-gates.EXAMPLE-ROW.(row)", "claim[DONE]")]

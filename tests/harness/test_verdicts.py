@@ -5,7 +5,7 @@ import pytest
 
 pytestmark = pytest.mark.cpu
 
-GATE_FILE = "gates/rows/EXAMPLE-ROW.yaml"
+GATE_FILE = "gates/rows/example/gate.yaml"
 KNOWN_BAD = "    known_bad:\n"
 
 
@@ -35,9 +35,9 @@ def test_a_broken_gate_file_does_not_hide_other_rows(example, old, new):
     assert example.row(report, "SECOND-ROW")["claim"]["claim_met"] is True
     assert example.row(report, "EXAMPLE-ROW")["claim"]["claim_met"] is False
     second_items = [i for i in report["items"] if i["row"] == "SECOND-ROW"]
-    assert len(second_items) == 6 and all(i["outcome"] == "passed" for i in second_items)
-    # pytest, the other front door: the good row's six items pass, the broken file is one failed item
-    example.pytest().assert_outcomes(passed=6, failed=1)
+    assert len(second_items) == 7 and all(i["outcome"] == "passed" for i in second_items)
+    # pytest, the other front door: the good row's seven items (audit included) pass, the broken file is one failed item
+    example.pytest().assert_outcomes(passed=7, failed=1)
 
 
 def test_the_good_row_alone_is_green_while_another_is_broken(example):
@@ -170,7 +170,7 @@ def test_weak_under_other_claims(example, state, code):
 BUILDERS = '''"""Gate machinery for the crash tests."""
 from hypothesis import strategies as st
 
-from gates.harness.api import Call
+from vllm_gates import Call
 
 
 def plain(data):
@@ -204,23 +204,23 @@ def not_a_strategy():
 '''
 
 ORACLE_LINE = "    oracle: example_row.oracle:counted_page_bytes\n"
-PROPERTIES = "    properties:\n      strategy: example_row.strategies:geometries\n      max_examples: 50\n"
+PROPERTIES = "    properties:\n      strategy: .strategies:geometries\n      max_examples: 50\n"
 BUILD = "    build: example_row.builders:"
 # (edit old, edit new, what the error says, keep the properties): where the crash already happens in the named
 # cases the properties are dropped, which spares hypothesis shrinking a crash on every input (seconds per run)
 CRASHES = {
     "builder-raises": (ORACLE_LINE, ORACLE_LINE + BUILD + "always_crashes\n", "impl builder always_crashes failed on input", False),
     "builder-returns-a-dict": (ORACLE_LINE, ORACLE_LINE + BUILD + "returns_a_dict\n",
-                               "returned dict, expected gates.harness.api.Call", False),
+                               "returned dict, expected vllm_gates.Call", False),
     "oracle-builder-raises": (ORACLE_LINE, ORACLE_LINE + "    build: {impl: example_row.builders:plain, oracle: example_row.builders:always_crashes}\n",
                               "oracle builder always_crashes failed", False),
     "compare-raises": (ORACLE_LINE, ORACLE_LINE + "    compare: example_row.builders:compare_crashes\n",
                        "compare example_row.builders:compare_crashes crashed: ZeroDivisionError", False),
     "builder-crashes-on-a-generated-input": (ORACLE_LINE, ORACLE_LINE + BUILD + "crashes_on_many_heads\n",
                                              "builder crashes_on_many_heads failed on input", True),
-    "strategy-raises": ("example_row.strategies:geometries", "example_row.builders:strategy_crashes",
+    "strategy-raises": (".strategies:geometries", "example_row.builders:strategy_crashes",
                         "strategy example_row.builders:strategy_crashes failed: RuntimeError: strategy bug", True),
-    "strategy-not-a-strategy": ("example_row.strategies:geometries", "example_row.builders:not_a_strategy",
+    "strategy-not-a-strategy": (".strategies:geometries", "example_row.builders:not_a_strategy",
                                 "returned list, expected a hypothesis strategy", True),
 }
 
@@ -249,7 +249,7 @@ def test_pytest_reports_a_crashing_builder_as_a_gate_error(example):
     text = result.stdout.str()
     assert "gate error (the gate's own code failed, not the implementation): impl builder always_crashes failed on input" in text
     assert "RuntimeError: builder bug" in text
-    result.assert_outcomes(failed=5)
+    result.assert_outcomes(failed=6)
 
 
 def test_a_builder_crash_next_to_a_real_mismatch_is_still_error(example):

@@ -26,7 +26,7 @@ def test_a_snapshot_of_the_device_is_consistent(reader) -> None:
 
 
 def test_profiling_sees_an_activation_and_memory_outside_torch(reader) -> None:
-    from gates.adapters.profile_device import memory_outside_torch
+    from gates.rows.road_v1_mem.device import memory_outside_torch
     from impl.worker.memory_profiler import memory_profiling
     from impl.worker.memory_snapshot import measure_snapshot
 
@@ -53,7 +53,7 @@ def test_the_decoder_runs_on_the_device_and_its_weights_are_what_torch_allocated
 
 
 def test_a_small_pool_fits_the_budget_exactly() -> None:
-    from gates.adapters.profile_device import CHECKS, device_profile_check
+    from gates.rows.road_v1_mem.device import CHECKS, device_profile_check
 
     checks = device_profile_check(
         geometry={"vocab_size": 8000, "hidden_size": 1024, "num_layers": 2, "num_attention_heads": 8,

@@ -5,12 +5,12 @@ from typing import Any, Callable
 
 import pytest
 
-from gates.adapters.profile import available_kv_cache_memory, util_path_num_blocks
-from gates.harness.api import Call
-from gates.inputs.profile import blocks_call, budget_call
-from gates.inputs.profile_kv import fit_call
-from gates.known_bad import profile as bad
-from gates.known_bad import profile_kv as bad_kv
+from gates.rows.road_v1_mem.subjects_profile import available_kv_cache_memory, util_path_num_blocks
+from vllm_gates import Call
+from gates.rows.road_v1_mem.build_profile import blocks_call, budget_call
+from gates.rows.road_v1_mem.build_fit import fit_call
+from gates.rows.road_v1_mem.known_bad import profile as bad
+from gates.rows.road_v1_mem.known_bad import fit as bad_kv
 from impl.v1.core.kv_cache_utils import check_enough_kv_cache_memory, estimate_max_model_len
 
 pytestmark = [pytest.mark.cpu,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gates.inputs.profile import FIXTURE_DIR, kv_probe, load_fixture, profiling_result, resolve_input
+from gates.rows.road_v1_mem.build_profile import FIXTURE_DIR, kv_probe, load_fixture, profiling_result, resolve_input
 from impl.v1.kv_cache_interface import kv_bytes_per_block
 from impl.worker.kv_budget import kv_cache_budget, request_memory
 from impl.worker.memory_snapshot import format_gib

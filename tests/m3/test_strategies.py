@@ -6,10 +6,10 @@ from typing import Any, Callable
 import pytest
 from hypothesis import HealthCheck, Phase, find, settings
 
-from gates.adapters.profile import available_kv_cache_memory, util_path_num_blocks
-from gates.inputs.profile import blocks_call, budget_call
-from gates.inputs.profile_kv import fit_call
-from gates.strategies.profile import blocks_inputs, budget_inputs, fit_inputs
+from gates.rows.road_v1_mem.subjects_profile import available_kv_cache_memory, util_path_num_blocks
+from gates.rows.road_v1_mem.build_profile import blocks_call, budget_call
+from gates.rows.road_v1_mem.build_fit import fit_call
+from gates.rows.road_v1_mem.strategies_profile import blocks_inputs, budget_inputs, fit_inputs
 from impl.v1.core.kv_cache_utils import check_enough_kv_cache_memory
 
 pytestmark = [pytest.mark.cpu,

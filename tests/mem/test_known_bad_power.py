@@ -8,11 +8,11 @@ from typing import Any, Callable
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from gates.adapters import kv as adapters
-from gates.harness.api import Call
-from gates.inputs import kv as inputs
-from gates.known_bad import kv_blocks, kv_models, kv_sizing
-from gates.strategies import kv as strategies
+from gates.rows.road_v1_mem import subjects as adapters
+from vllm_gates import Call
+from gates.rows.road_v1_mem import build as inputs
+from gates.rows.road_v1_mem.known_bad import blocks as kv_blocks, models as kv_models, sizing as kv_sizing
+from gates.rows.road_v1_mem import strategies
 from oracles import kv_allocation, kv_budget, kv_model_layers, kv_sizes
 
 pytestmark = pytest.mark.cpu

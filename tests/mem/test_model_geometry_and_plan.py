@@ -22,7 +22,7 @@ from impl.v1.kv_cache_interface import FullAttentionSpec, MambaSpec, MLAAttentio
 
 pytestmark = pytest.mark.cpu
 
-FIXTURES = Path(__file__).resolve().parents[2] / "gates" / "fixtures" / "models"
+FIXTURES = Path(__file__).resolve().parents[2] / "gates" / "rows" / "road_v1_mem" / "fixtures" / "models"
 MODELS = sorted(p.stem for p in FIXTURES.glob("*.json"))
 
 

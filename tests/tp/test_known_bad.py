@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from gates.adapters.tp_gloo import predict_gloo_observations
-from gates.adapters.tp_handle import handle_scenario
-from gates.adapters.tp_layout import layout_query, rank_groups
-from gates.known_bad import tp_gloo, tp_handle, tp_layout
+from gates.rows.backend_distributed_tp.subjects_gloo import predict_gloo_observations
+from gates.rows.backend_distributed_tp.scenarios import handle_scenario
+from gates.rows.backend_distributed_tp.subjects import layout_query, rank_groups
+from gates.rows.backend_distributed_tp.known_bad import gloo as tp_gloo, handle as tp_handle, layout as tp_layout
 from impl.distributed.parallel_layout import ParallelDims, group_ranks
 
 pytestmark = pytest.mark.cpu

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gates.adapters.tp_gloo import predict_gloo_observations
+from gates.rows.backend_distributed_tp.subjects_gloo import predict_gloo_observations
 from impl.distributed.parallel_layout import ParallelDims
 from oracles import collectives
 from oracles.layout import KINDS, vllm_group_ranks, vllm_group_tables, vllm_rank_groups

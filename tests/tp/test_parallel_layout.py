@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from gates.strategies.tp_layout import layouts
+from gates.rows.backend_distributed_tp.strategies import layouts
 from impl.distributed.parallel_layout import (
     GROUP_KINDS, ParallelDims, RankGroup, StridedRanks, group_ranks, rank_coords, rank_group,
 )

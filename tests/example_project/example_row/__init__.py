@@ -1,1 +1,1 @@
-"""A toy implementation, oracle and known-bad used by the harness's own tests (EX-1.x)."""
+"""A toy implementation and oracle used by the harness's own tests (EX-1.x)."""

@@ -1,0 +1,111 @@
+"""Known-bad rank layouts: TP outermost, sorted groups, DCP chunks across TP groups, EP across pipeline
+stages, a local_rank off by one, and a ParallelDims that lets bad sizes or ranks through.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from gates.rows.backend_distributed_tp.subjects import every_rank, layout_query
+from impl.distributed.parallel_layout import ParallelDims, RankGroup, group_ranks, rank_coords, rank_group
+
+# --- group tables: same signature as group_ranks(dims, kind) ---------------------------------------------
+
+
+def tp_outermost(dims: ParallelDims, kind: str) -> list[list[int]]:
+    """Lays ranks out as (tp, external_dp, dp, pp, pcp): TP groups become strided instead of consecutive."""
+    others = dims.world_size // dims.tp
+
+    def relabel(rank: int) -> int:
+        return rank_coords(dims, rank).tp * others + rank // dims.tp
+
+    return [[relabel(rank) for rank in group] for group in group_ranks(dims, kind)]
+
+
+def groups_sorted(dims: ParallelDims, kind: str) -> list[list[int]]:
+    """Sorts the groups, losing vLLM's creation order (DP groups come out [0,4] [1,5] ... not [0,4] [2,6] ...)."""
+    return sorted(group_ranks(dims, kind))
+
+
+def dcp_chunks_cross_tp(dims: ParallelDims, kind: str) -> list[list[int]]:
+    """Builds DCP groups with a world-wide stride, so a DCP group spans several TP groups."""
+    if kind != "dcp":
+        return group_ranks(dims, kind)
+    stride = dims.world_size // dims.dcp
+    return [list(range(first, dims.world_size, stride)) for first in range(stride)]
+
+
+def ep_spans_pipeline_stages(dims: ParallelDims, kind: str) -> list[list[int]]:
+    """Forgets EP's transpose(1, 2): each EP group takes consecutive ranks, mixing pipeline stages."""
+    if kind != "ep":
+        return group_ranks(dims, kind)
+    size = dims.dp * dims.pcp * dims.tp
+    return [list(range(first, first + size)) for first in range(0, dims.world_size, size)]
+
+
+# --- every-rank groups: same signature as gates.rows.backend_distributed_tp.subjects:rank_groups(dims, kind) ---------------
+
+
+def unchecked_group(ranks: Sequence[int], local_rank: int) -> RankGroup:
+    """A RankGroup past its own validation, as a buggy port would hand out."""
+    group = object.__new__(RankGroup)
+    object.__setattr__(group, "ranks", ranks)
+    object.__setattr__(group, "local_rank", local_rank)
+    return group
+
+
+def one_based_rank_group(dims: ParallelDims, rank: int, kind: str) -> RankGroup:
+    """rank_group with local_rank counted from 1."""
+    group = rank_group(dims, rank, kind)
+    return unchecked_group(group.ranks, group.local_rank + 1)
+
+
+local_rank_off_by_one = every_rank(one_based_rank_group)
+"""Counts local_rank from 1 (``ranks.index(rank) + 1``)."""
+
+
+def _from_table(table_fn: Callable[[ParallelDims, str], list[list[int]]]) -> Callable[[ParallelDims, str], list]:
+    """Every-rank groups looked up in a (bad) table."""
+
+    def rank_groups(dims: ParallelDims, kind: str) -> list:
+        owner = {rank: group for group in table_fn(dims, kind) for rank in group}
+        return [[owner[rank], owner[rank].index(rank)] for rank in range(dims.world_size)]
+
+    return rank_groups
+
+
+rank_groups_tp_outermost = _from_table(tp_outermost)
+"""rank_group over the TP-outermost layout."""
+
+rank_groups_ep_spans_stages = _from_table(ep_spans_pipeline_stages)
+"""rank_group whose EP group mixes pipeline stages."""
+
+
+# --- validation: same signature as gates.rows.backend_distributed_tp.subjects:layout_query(dims, rank, kind) --------------
+
+
+def bools_accepted(dims: Mapping[str, Any], rank: int, kind: str) -> dict[str, Any]:
+    """Takes True as 1 and False as 0 for sizes and the rank."""
+    fixed = {name: int(value) if isinstance(value, bool) else value for name, value in dims.items()}
+    return layout_query(fixed, int(rank) if isinstance(rank, bool) else rank, kind)
+
+
+def dcp_divisibility_unchecked(dims: Mapping[str, Any], rank: int, kind: str) -> dict[str, Any]:
+    """Accepts a dcp that does not divide tp (answers as if dcp were 1)."""
+    tp, dcp = dims.get("tp", 1), dims.get("dcp", 1)
+    if isinstance(tp, int) and isinstance(dcp, int) and dcp >= 1 and tp % dcp:
+        return layout_query({**dims, "dcp": 1}, rank, kind)
+    return layout_query(dims, rank, kind)
+
+
+def rank_wraps_around(dims: Mapping[str, Any], rank: int, kind: str) -> dict[str, Any]:
+    """Reduces an out-of-world rank modulo the world size instead of refusing it."""
+    world = ParallelDims(**dims).world_size
+    return layout_query(dims, rank % world if isinstance(rank, int) and not isinstance(rank, bool) else rank, kind)
+
+
+def vllm_message_missing_space(dims: Mapping[str, Any], rank: int, kind: str) -> dict[str, Any]:
+    """Keeps vLLM's message typo ``divisible bydcp_size``."""
+    tp, dcp = dims.get("tp", 1), dims.get("dcp", 1)
+    if isinstance(tp, int) and isinstance(dcp, int) and dcp >= 1 and tp % dcp:
+        raise ValueError(f"tp_size={tp} must be divisible by" f"dcp_size={dcp}.")
+    return layout_query(dims, rank, kind)

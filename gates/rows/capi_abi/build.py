@@ -1,0 +1,242 @@
+"""Builders for the CAPI-ABI gates: case data -> headers, compiled libraries, structs and KV probes.
+
+Input shapes (YAML-friendly):
+
+- a *header* input is ``{header: spec}`` (spec/include/vllm.h as written), ``{variant: NAME}`` (one of
+  ``VARIANTS``, rendered from the v16 member list), or ``{members: [[name, C type, since], ...],
+  abi_version: N, history: {N: [names]}}`` (rendered as given);
+- a *probe* is ``{layers, num_kv_heads, head_size, block_size, dtype}`` (one full-attention group);
+  its bytes per block is 2 * block_size * num_kv_heads * head_size * dtype size * layers;
+- a struct member given as a list of ints is raw bytes (e.g. invalid UTF-8); text is UTF-8.
+
+A missing C compiler skips the gate item with the reason (CAPI-2.6): it is never a pass.
+"""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pytest
+import torch
+
+from vllm_gates import Call
+from impl.capi.abi import MEMBERS, ModelParams
+from impl.capi.layout import C_TYPE_NAMES
+from impl.entrypoints.model_loader import EngineParams
+from impl.v1 import kv_cache_interface as kv
+from oracles.abi.library import handshake_library
+from oracles.abi.toolchain import CompilerUnavailable, build, find_compiler
+
+ROOT = Path(__file__).resolve().parents[3]
+SPEC_HEADER = ROOT / "spec" / "include" / "vllm.h"
+V16_MEMBERS: tuple[tuple[str, str, int], ...] = tuple((n, C_TYPE_NAMES[t], s) for n, t, s in MEMBERS)
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "uint8": torch.uint8}
+DEFAULT_PROBE = {"layers": 2, "num_kv_heads": 2, "head_size": 64, "block_size": 16, "dtype": "float32"}
+
+_TEMPLATE = """\
+/* vllm.h rendered by gates/inputs/capi.py for a CAPI-ABI gate case.
+ *
+ * Version history:
+{history} */
+#ifndef VLLM_H_
+#define VLLM_H_
+
+#include <stdint.h>
+
+#define VLLM_ABI_VERSION {version}
+
+typedef enum vllm_status {{
+  VLLM_OK = 0,
+  VLLM_ERR_INVALID_ARGUMENT = 1,
+  VLLM_ERR_MODEL_LOAD = 2,
+  VLLM_ERR_RUNTIME = 3,
+  VLLM_ERR_UNKNOWN = 4
+}} vllm_status;
+
+typedef struct vllm_model_params {{
+{members}}} vllm_model_params;
+
+vllm_model_params vllm_model_params_default(void);
+int32_t vllm_abi_version(void);
+
+#endif
+"""
+
+
+def require_compiler() -> None:
+    """Skip the running gate item, with the reason, when no C compiler works here."""
+    try:
+        find_compiler()
+    except CompilerUnavailable as exc:
+        pytest.skip(f"compiled C ABI oracle unavailable: {exc}")
+
+
+def render_header(members: Sequence[Sequence[Any]], abi_version: int, history: Mapping[int, Sequence[str]]) -> str:
+    """A header in the spec header's format: "[vN]" member comments and "vN +member" history lines."""
+    lines = []
+    for version in sorted(history):
+        added = " ".join(f"+{name}" for name in history[version])
+        lines.append(f" *   v{version}  {added or 'entry points outside vllm_model_params'}\n")
+    body = "".join(f"  /* [v{since}] member {name}. */\n  {ctype}{'' if ctype.endswith('*') else ' '}{name};\n"
+                   for name, ctype, since in members)
+    return _TEMPLATE.format(history="".join(lines), version=abi_version, members=body)
+
+
+def _v16_history() -> dict[int, list[str]]:
+    return {v: [n for n, _, s in V16_MEMBERS if s == v] for v in range(1, 17)}
+
+
+def _with(members: list[tuple[str, str, int]], before: str | None, new: tuple[str, str, int]) -> list[tuple[str, str, int]]:
+    """``members`` with ``new`` inserted before the member ``before`` (appended when None)."""
+    if before is None:
+        return [*members, new]
+    at = [name for name, _, _ in members].index(before)
+    return [*members[:at], new, *members[at:]]
+
+
+def _variant(name: str) -> tuple[list[tuple[str, str, int]], int, dict[int, list[str]]]:
+    members, history = list(V16_MEMBERS), _v16_history()
+    if name == "v16":
+        return members, 16, history
+    if name == "v15":
+        return [m for m in members if m[2] <= 15], 15, {v: ns for v, ns in history.items() if v <= 15}
+    if name == "v17-appended":
+        return _with(members, None, ("tensor_parallel_size", "int32_t", 17)), 17, {**history, 17: ["tensor_parallel_size"]}
+    if name == "inserted-mid-struct":  # the port's offload_config, placed before enable_jump_forward
+        return _with(members, "enable_jump_forward", ("offload_config", "const char *", 17)), 17, {**history, 17: ["offload_config"]}
+    if name == "inserted-before-device":  # the port's disable_sliding_window
+        return _with(members, "device", ("disable_sliding_window", "int32_t", 17)), 17, {**history, 17: ["disable_sliding_window"]}
+    if name == "bump-without-member":
+        return members, 17, {**history, 17: []}
+    if name == "member-without-bump":
+        return _with(members, None, ("tensor_parallel_size", "int32_t", 17)), 16, {**history, 17: ["tensor_parallel_size"]}
+    if name == "member-without-history-entry":
+        return _with(members, None, ("tensor_parallel_size", "int32_t", 16)), 16, history
+    raise KeyError(f"unknown header variant {name!r}; known: {sorted(VARIANTS)}")
+
+
+VARIANTS = ("v16", "v15", "v17-appended", "inserted-mid-struct", "inserted-before-device", "bump-without-member",
+            "member-without-bump", "member-without-history-entry")
+
+
+def header_of(data: Mapping[str, Any]) -> str:
+    """The header text a *header* input names."""
+    if data.get("header") == "spec":
+        return SPEC_HEADER.read_text(encoding="utf-8")
+    if "variant" in data:
+        return render_header(*_variant(data["variant"]))
+    if "members" in data:
+        history = {int(v): list(names) for v, names in data["history"].items()}
+        return render_header([tuple(m) for m in data["members"]], int(data["abi_version"]), history)
+    raise KeyError(f"a header input needs 'header: spec', 'variant' or 'members', got {sorted(data)}")
+
+
+def header_text(data: Mapping[str, Any]) -> Call:
+    """Call(header text) for the history gate; the compiler is needed by its oracle."""
+    require_compiler()
+    return Call(args=(header_of(data),))
+
+
+def no_arguments(data: Mapping[str, Any]) -> Call:
+    """Call() for a zero-argument impl target (the mirror itself is the input)."""
+    if data:
+        raise ValueError(f"this gate's impl takes no input, got {dict(data)!r}")
+    return Call()
+
+
+def spec_header(data: Mapping[str, Any]) -> Call:
+    """Call(path of spec/include/vllm.h) for an oracle that compiles it."""
+    require_compiler()
+    if data and data != {"header": "spec"}:
+        raise ValueError(f"this oracle reads the spec header only, got {dict(data)!r}")
+    return Call(args=(str(SPEC_HEADER),))
+
+
+_FOREIGN = "int vllm_gates_unrelated(void) { return 0; }\n"
+
+
+def library(data: Mapping[str, Any]) -> Call:
+    """Call(path of a compiled library): ``{library: spec}``, ``{library: VARIANT}`` or ``{library: foreign}``."""
+    require_compiler()
+    which = data["library"]
+    if which == "foreign":
+        return Call(args=(str(build("not_vllm", "", _FOREIGN, shared=True)),))
+    text = SPEC_HEADER.read_text(encoding="utf-8") if which == "spec" else render_header(*_variant(which))
+    return Call(args=(str(handshake_library(text)),))
+
+
+def probe_config(data: Mapping[str, Any]) -> kv.KVCacheConfig:
+    """A KV probe of one full-attention group of ``layers`` layers."""
+    spec = kv.FullAttentionSpec(block_size=data["block_size"], num_kv_heads=data["num_kv_heads"],
+                                head_size=data["head_size"], dtype=DTYPES[data["dtype"]])
+    group = kv.KVCacheGroupSpec(tuple(f"layer{i}" for i in range(data["layers"])), spec)
+    return kv.KVCacheConfig(num_blocks=0, kv_cache_tensors=(), kv_cache_groups=(group,))
+
+
+def probe_bytes_per_block(data: Mapping[str, Any]) -> int:
+    """K and V pages of every layer: 2 * block_size * heads * head_size * dtype size * layers."""
+    size = torch.empty((), dtype=DTYPES[data["dtype"]]).element_size()
+    return 2 * data["block_size"] * data["num_kv_heads"] * data["head_size"] * size * data["layers"]
+
+
+def _raw(value: Any) -> Any:
+    """A member value as C holds it: text -> UTF-8 bytes, a list of ints -> those bytes."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, list):
+        return bytes(value)
+    return value
+
+
+def raw_members(members: Mapping[str, Any]) -> dict[str, Any]:
+    """Every member's raw value: the given ones, and zero (or NULL) for the rest."""
+    names = [name for name, _, _ in MEMBERS]
+    unknown = sorted(set(members) - set(names))
+    if unknown:
+        raise KeyError(f"vllm_model_params has no member {unknown}")
+    return {name: _raw(members[name]) if name in members else None if ctype is ctypes.c_char_p else 0
+            for name, ctype, _ in MEMBERS}
+
+
+def struct_of(members: Mapping[str, Any]) -> ModelParams:
+    """A ``ModelParams`` holding ``members`` (others zero); strings stay alive with the struct."""
+    return ModelParams(**raw_members(members))
+
+
+def load_call(data: Mapping[str, Any]) -> Call:
+    """Call(struct, probe) for the status gate's impl."""
+    return Call(args=(struct_of(data.get("members", {})), probe_config(data.get("probe", DEFAULT_PROBE))))
+
+
+def check_call(data: Mapping[str, Any]) -> Call:
+    """Call(spec header path, raw members, bytes per block) for the compiled C checks."""
+    require_compiler()
+    probe = data.get("probe", DEFAULT_PROBE)
+    return Call(args=(str(SPEC_HEADER), raw_members(data.get("members", {})), probe_bytes_per_block(probe)))
+
+
+def engine_params(data: Mapping[str, Any]) -> Call:
+    """Call(EngineParams(**data)) for the round trip; an absent utilization is the default."""
+    require_compiler()
+    return Call(args=(EngineParams(**data),))
+
+
+def v15_struct(data: Mapping[str, Any]) -> Call:
+    """Call(v15 member values, probe) for the zero-struct gate's impl; the v16 members are left zero."""
+    v15 = dict(data.get("v15", {}))
+    late = sorted(name for name in v15 if name in ("gpu_memory_utilization", "kv_cache_memory_bytes"))
+    if late:
+        raise ValueError(f"the zero-struct gate sets v15 members only, got {late}")
+    return Call(args=(v15, probe_config(data.get("probe", DEFAULT_PROBE))))
+
+
+def v15_num_blocks(data: Mapping[str, Any]) -> Call:
+    """Call(num_blocks) for the v15 pool model."""
+    return Call(args=(data.get("v15", {}).get("num_blocks", 0),))
+
+
+def argv(data: Mapping[str, Any]) -> Call:
+    """Call(list of command-line words)."""
+    return Call(args=(list(data["argv"]),))
+

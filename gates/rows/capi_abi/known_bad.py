@@ -1,0 +1,315 @@
+"""Known-bad implementations the CAPI-ABI gates must reject, each with its gate's impl signature.
+
+Bad mirrors replay the C++ port's history (a member inserted mid-struct, a narrower type, a bump
+without a member); bad readers replay what a C caller can get wrong (0.0 read literally, a byte budget
+below one block reported as MODEL_LOAD, a flag parsed with strtoll).
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+from dataclasses import replace
+from typing import Any
+
+from enum import IntEnum
+
+from gates.rows.capi_abi.subjects import default_returned_by_value, load_verdict, pool_from_members, through_c, verdict
+from impl.capi import history as good_history
+from impl.capi.abi import FIELD_SINCE, MEMBERS, ModelParams, VllmStatus
+from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, engine_params_from_c, engine_params_from_values
+from impl.capi.defaults import model_params_default
+from impl.capi.errors import CapiError, InvalidArgument
+from impl.capi.layout import struct_layout
+from impl.capi.library import open_library
+from impl.capi.load import LoadResult, engine_load
+from impl.entrypoints import example_cli
+from impl.entrypoints.model_loader import DEFAULT_GPU_MEMORY_UTILIZATION, EngineParams
+from impl.v1.kv_cache_interface import KVCacheConfig
+
+
+def _mirror(label: str, *, retype: dict[str, type] | None = None,
+            insert: tuple[str | None, str, type, int] | None = None) -> tuple[type[ctypes.Structure], dict[str, int]]:
+    """A ModelParams look-alike with members retyped, or one member inserted before ``insert[0]`` (None: appended)."""
+    members = [(name, (retype or {}).get(name, ctype), since) for name, ctype, since in MEMBERS]
+    if insert is not None:
+        before, name, ctype, since = insert
+        at = len(members) if before is None else [m[0] for m in members].index(before)
+        members.insert(at, (name, ctype, since))
+    struct = type(label, (ctypes.Structure,), {"_fields_": [(n, t) for n, t, _ in members]})
+    return struct, {n: s for n, _, s in members}
+
+
+MID_STRUCT, MID_STRUCT_SINCE = _mirror("OffloadConfigMidStruct", insert=("enable_jump_forward", "offload_config",
+                                                                          ctypes.c_char_p, 17))
+FLOAT_UTILIZATION, _ = _mirror("FloatUtilization", retype={"gpu_memory_utilization": ctypes.c_float})
+INT32_BUDGET, _ = _mirror("Int32Budget", retype={"kv_cache_memory_bytes": ctypes.c_int32})
+APPENDED_NO_BUMP, APPENDED_NO_BUMP_SINCE = _mirror("AppendedWithoutBump",
+                                                   insert=(None, "tensor_parallel_size", ctypes.c_int32, 16))
+
+
+# --- layout gate: impl.capi.layout:model_params_layout() ---------------------------------------------------
+
+def layout_field_inserted_mid_struct() -> dict[str, object]:
+    """The port's later offload_config, placed before enable_jump_forward: every later offset moves."""
+    return struct_layout(MID_STRUCT, MID_STRUCT_SINCE)
+
+
+def layout_float_utilization() -> dict[str, object]:
+    """gpu_memory_utilization as a float: same sizeof and offsets, wrong type and size."""
+    return struct_layout(FLOAT_UTILIZATION, FIELD_SINCE)
+
+
+def layout_int32_byte_budget() -> dict[str, object]:
+    """kv_cache_memory_bytes as an int32_t: same sizeof (padding), truncates 4 GiB."""
+    return struct_layout(INT32_BUDGET, FIELD_SINCE)
+
+
+def layout_field_without_bump() -> dict[str, object]:
+    """A member appended under the v16 label, with no version bump."""
+    return struct_layout(APPENDED_NO_BUMP, APPENDED_NO_BUMP_SINCE)
+
+
+# --- history gate: impl.capi.history:header_history(header_text) ------------------------------------------
+
+def history_sorted_by_version(header_text: str) -> dict[str, object]:
+    """Sorts members by version before checking, so a member inserted mid-struct looks appended."""
+    members = sorted(good_history.read_members(header_text), key=lambda member: member[1])
+    return good_history.field_history(members, good_history.read_abi_version(header_text),
+                                      good_history.read_history(header_text))
+
+
+def history_trusts_the_macro(header_text: str) -> dict[str, object]:
+    """Checks the member order, then lists versions 1..VLLM_ABI_VERSION without asking whether the
+    newest member's version is the macro (a member past it is silently left out)."""
+    members, version = good_history.read_members(header_text), good_history.read_abi_version(header_text)
+    good_history.field_history(members, max(since for _, since in members))
+    return {"abi_version": version,
+            "versions": {f"v{v}": [name for name, since in members if since <= v] for v in range(1, version + 1)}}
+
+
+def history_skips_entries(header_text: str) -> dict[str, object]:
+    """Checks order and version but never compares the annotations with the history entries."""
+    return good_history.field_history(good_history.read_members(header_text), good_history.read_abi_version(header_text))
+
+
+# --- defaults gate: impl.capi:model_params_default() ------------------------------------------------------
+
+def default_num_blocks_256() -> ModelParams:
+    """The pre-v16 default pool of 256 blocks."""
+    params = model_params_default()
+    params.num_blocks = 256
+    return params
+
+
+def default_max_num_seqs_8() -> ModelParams:
+    """What the port's header comment still said ("<= 0 => 8") instead of the engine's 32."""
+    params = model_params_default()
+    params.max_num_seqs = 8
+    return params
+
+
+def default_utilization_zero() -> ModelParams:
+    """0.0 in the default struct: reads the same, but is not what vllm_model_params_default() returns."""
+    params = model_params_default()
+    params.gpu_memory_utilization = 0.0
+    return params
+
+
+# --- default-by-value gate: gates.rows.capi_abi.subjects:c_default_through_mirror() --------------------------------
+
+def by_value_into_float_mirror() -> ctypes.Structure:
+    """The C default received into a mirror whose utilization is a float."""
+    return default_returned_by_value(FLOAT_UTILIZATION)
+
+
+def by_value_into_mid_struct_mirror() -> ctypes.Structure:
+    """The C default received into a mirror with a member inserted mid-struct."""
+    return default_returned_by_value(MID_STRUCT)
+
+
+# --- bad readers shared by the round-trip, zero-struct and status gates ----------------------------------
+
+def _swap(name: str, from_c: Any) -> tuple[MemberMapping, ...]:
+    return tuple(replace(m, from_c=from_c) if m.name == name else m for m in MAPPINGS)
+
+
+def _literal_utilization(name: str, raw: float) -> float:
+    return raw
+
+
+def _zero_is_chosen_default(name: str, raw: float) -> float:
+    return float(DEFAULT_GPU_MEMORY_UTILIZATION) if raw == 0.0 else raw
+
+
+def _latin1(name: str, raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("latin-1")
+
+
+LITERAL_ZERO = _swap("gpu_memory_utilization", _literal_utilization)
+ZERO_IS_CHOSEN = _swap("gpu_memory_utilization", _zero_is_chosen_default)
+LATIN1 = tuple(replace(m, from_c=_latin1) if m.name in ("model_path", "tool_parser") else m for m in MAPPINGS)
+
+
+# --- round-trip gate: gates.rows.capi_abi.subjects:round_trip(params) -----------------------------------------------
+
+def round_trip_float_utilization(params: EngineParams) -> EngineParams:
+    """Through a mirror whose utilization is a float."""
+    return through_c(params, FLOAT_UTILIZATION)
+
+
+def round_trip_int32_byte_budget(params: EngineParams) -> EngineParams:
+    """Through a mirror whose byte budget is an int32_t (ctypes wraps 4 GiB to 0 without a word)."""
+    return through_c(params, INT32_BUDGET)
+
+
+def round_trip_field_inserted_mid_struct(params: EngineParams) -> EngineParams:
+    """Through a mirror with offload_config inserted before enable_jump_forward."""
+    return through_c(params, MID_STRUCT)
+
+
+def round_trip_zero_utilization_literal(params: EngineParams) -> EngineParams:
+    """Reads utilization 0.0 as 0.0 instead of the default."""
+    return through_c(params, mappings=LITERAL_ZERO)
+
+
+def round_trip_strings_as_latin1(params: EngineParams) -> EngineParams:
+    """Writes UTF-8 but reads model_path and tool_parser back as Latin-1."""
+    return through_c(params, mappings=LATIN1)
+
+
+# --- zero-struct gate: gates.rows.capi_abi.subjects:pool_from_v16_struct(v15, probe) --------------------------------
+
+def pool_zero_utilization_literal(v15: dict[str, Any], probe: KVCacheConfig) -> dict[str, Any]:
+    """Utilization 0.0 taken literally: an all-zero struct no longer loads."""
+    return pool_from_members(v15, probe, lambda values: engine_params_from_values(values, LITERAL_ZERO))
+
+
+def pool_zero_utilization_explicit(v15: dict[str, Any], probe: KVCacheConfig) -> dict[str, Any]:
+    """Utilization 0.0 read as a chosen 0.92: the zero struct now warns that the utilization was ignored."""
+    return pool_from_members(v15, probe, lambda values: engine_params_from_values(values, ZERO_IS_CHOSEN))
+
+
+# --- status gate: gates.rows.capi_abi.subjects:load_verdict(params, probe) ------------------------------------------
+
+def load_sub_block_budget_model_load(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
+    """The C++ port: an error raised while sizing the pool (after the members read fine) is MODEL_LOAD."""
+    result = engine_load(params, probe)
+    if result.status is VllmStatus.VLLM_ERR_INVALID_ARGUMENT:
+        try:
+            engine_params_from_c(params)
+        except CapiError:
+            return verdict(result)
+        result = replace(result, status=VllmStatus.VLLM_ERR_MODEL_LOAD)
+    return verdict(result)
+
+
+def _read_then_load(params: ModelParams, probe: KVCacheConfig, mappings: tuple[MemberMapping, ...]) -> dict[str, Any]:
+    try:
+        engine = engine_params_from_values({name: getattr(params, name) for name in MEMBER_NAMES}, mappings)
+    except CapiError as err:
+        return verdict(LoadResult(err.status, str(err)))
+    good = ModelParams(**{name: getattr(params, name) for name in MEMBER_NAMES})
+    good.gpu_memory_utilization = 0.0 if not engine.gpu_memory_utilization_is_explicit else engine.gpu_memory_utilization
+    good.kv_cache_memory_bytes = engine.kv_cache_memory_bytes
+    return load_verdict(good, probe)
+
+
+def _clamped(name: str, raw: float) -> float:
+    return DEFAULT_GPU_MEMORY_UTILIZATION if raw == 0.0 or raw != raw else min(max(raw, 1e-9), 1.0)
+
+
+def _negative_is_unset(name: str, raw: int) -> int:
+    return max(raw, 0)
+
+
+def _nan_slips_through(name: str, raw: float) -> float:
+    if raw < 0.0 or raw > 1.0:
+        raise InvalidArgument(f"vllm_model_params.{name} must be in [0, 1], got {raw!r}", field=name)
+    return DEFAULT_GPU_MEMORY_UTILIZATION if raw == 0.0 else raw
+
+
+def load_utilization_clamped(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
+    """Out-of-range utilization clamped into (0, 1] (and NaN defaulted) instead of refused."""
+    return _read_then_load(params, probe, _swap("gpu_memory_utilization", _clamped))
+
+
+def load_negative_budget_unset(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
+    """A negative byte budget read as 0 (unset) instead of refused."""
+    return _read_then_load(params, probe, _swap("kv_cache_memory_bytes", _negative_is_unset))
+
+
+def load_nan_utilization_unnamed(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
+    """Range-checks with < and >, which NaN passes; the later refusal no longer names the member."""
+    return _read_then_load(params, probe, _swap("gpu_memory_utilization", _nan_slips_through))
+
+
+class _RenumberedStatus(IntEnum):
+    """A binding that numbered MODEL_LOAD before INVALID_ARGUMENT."""
+
+    VLLM_OK = 0
+    VLLM_ERR_MODEL_LOAD = 1
+    VLLM_ERR_INVALID_ARGUMENT = 2
+    VLLM_ERR_RUNTIME = 3
+    VLLM_ERR_UNKNOWN = 4
+
+
+def load_status_renumbered(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
+    """Right status names, wrong numbers: a C caller comparing codes reads INVALID_ARGUMENT as MODEL_LOAD."""
+    result = load_verdict(params, probe)
+    return {**result, "code": int(_RenumberedStatus[result["status"]])}
+
+
+def load_message_without_member(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
+    """Right statuses, but messages that do not say which member is wrong."""
+    result = engine_load(params, probe)
+    if result.error is not None:
+        result = replace(result, error=re.sub(r"vllm_model_params\.\w+", "an argument", result.error))
+    return verdict(result)
+
+
+# --- version gate: impl.capi.library:checked_abi_version(library_path) -------------------------------------
+
+def version_bump_without_member(library_path: str) -> int:
+    """A binding bumped to v17 without a new member: it refuses the v16 library it mirrors."""
+    return open_library(library_path, expected_version=17).abi_version
+
+
+def version_unchecked(library_path: str) -> int:
+    """Loads any library and reports its version without comparing it with the mirror's."""
+    function = ctypes.CDLL(str(library_path)).vllm_abi_version
+    function.restype = ctypes.c_int32
+    return int(function())
+
+
+# --- CLI gate: impl.entrypoints.example_cli:engine_params_via_c(argv) --------------------------------------
+
+def cli_writes_default_utilization(argv: list[str]) -> EngineParams:
+    """The older example CLI: no flag writes 0.92 into the struct, so the engine sees a chosen utilization."""
+    args = example_cli.build_parser().parse_args(list(argv))
+    params = example_cli.model_params_from_args(args)
+    if args.gpu_memory_utilization is None:
+        params.gpu_memory_utilization = 0.92
+    return engine_params_from_c(params)
+
+
+def _strtoll(text: str) -> str:
+    match = re.match(r"\s*([+-]?\d+)", text)
+    return match.group(1) if match else "0"
+
+
+def cli_strtoll_kv_memory(argv: list[str]) -> EngineParams:
+    """The C example's strtoll: "4GiB" reads as 4 bytes and "abc" as 0 (unset)."""
+    words = list(argv)
+    for i, word in enumerate(words[:-1]):
+        if word in ("--kv-cache-memory", "--kv-cache-memory-bytes"):
+            words[i + 1] = _strtoll(words[i + 1])
+    return example_cli.engine_params_via_c(words)
+
+
+def cli_zero_utilization_means_default(argv: list[str]) -> EngineParams:
+    """atof("0") written as is: --gpu-memory-utilization 0 silently becomes the default."""
+    args = example_cli.build_parser().parse_args(list(argv))
+    if args.gpu_memory_utilization == 0.0:
+        args.gpu_memory_utilization = None
+    return engine_params_from_c(example_cli.model_params_from_args(args))
+

@@ -1,0 +1,150 @@
+"""Adapters that run impl.capi through the compiled C oracles and give the CAPI-ABI gates plain results.
+
+Each public function is a gate's ``impl`` (or ``oracle``/``compare``) target; the helpers taking a struct
+class or member mappings let ``gates/known_bad/capi.py`` run the same path with one wrong piece.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+import warnings
+from dataclasses import fields
+from typing import Any, Callable, Mapping, Sequence
+
+from gates.rows.capi_abi.build import SPEC_HEADER
+from impl.capi.abi import ModelParams
+from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, c_values_from_engine, engine_params_from_values
+from impl.capi.library import open_library
+from impl.capi.load import LoadResult, engine_load
+from impl.entrypoints.cli_args import engine_params_from_args
+from impl.entrypoints.example_cli import build_parser
+from impl.entrypoints.model_loader import EngineParams, resolve_num_blocks
+from impl.v1.kv_cache_interface import KVCacheConfig
+from oracles.abi.library import load
+
+_NAMED_MEMBER = re.compile(r"vllm_model_params\.([A-Za-z_]\w*)")
+
+
+def describe(params: EngineParams) -> dict[str, Any]:
+    """Every field of ``params`` plus whether the utilization was chosen (``==`` alone cannot tell)."""
+    view = {f.name: getattr(params, f.name) for f in fields(params)}
+    view["gpu_memory_utilization"] = float(params.gpu_memory_utilization)
+    view["gpu_memory_utilization_is_explicit"] = params.gpu_memory_utilization_is_explicit
+    return view
+
+
+def _strict(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and (a == b or (a != a and b != b))
+
+
+def same_engine_params(actual: Any, expected: Any) -> bool:
+    """Two EngineParams agree field by field (types included) and in explicitness; a mapping names the
+    fields to check, by :func:`describe` keys."""
+    if not isinstance(actual, EngineParams):
+        return False
+    view = describe(actual)
+    wanted = describe(expected) if isinstance(expected, EngineParams) else expected
+    if not isinstance(wanted, Mapping) or not set(wanted) <= set(view):
+        return False
+    return all(_strict(view[key], wanted[key]) for key in wanted)
+
+
+def member_values(struct: Any) -> dict[str, Any]:
+    """A struct's members as plain values (strings decoded as UTF-8); a mapping passes through."""
+    if isinstance(struct, Mapping):
+        return dict(struct)
+    if not isinstance(struct, ctypes.Structure):
+        raise TypeError(f"expected a ctypes struct or a mapping of members, got {type(struct).__name__}")
+    values = {name: getattr(struct, name) for name, _ in struct._fields_}
+    return {k: v.decode("utf-8") if isinstance(v, bytes) else v for k, v in values.items()}
+
+
+def same_members(actual: Any, expected: Any) -> bool:
+    """A struct (or member mapping) has exactly the expected members and values, types included."""
+    if not all(isinstance(v, (ctypes.Structure, Mapping)) for v in (actual, expected)):
+        return False
+    got, want = member_values(actual), member_values(expected)
+    return got.keys() == want.keys() and all(_strict(got[k], want[k]) for k in got)
+
+
+def through_c(params: EngineParams, struct: type[ctypes.Structure] = ModelParams,
+              mappings: tuple[MemberMapping, ...] = MAPPINGS) -> EngineParams:
+    """``params`` written into ``struct``, copied member by member by the compiled C library, read back."""
+    library = load(SPEC_HEADER.read_text(encoding="utf-8"))
+    written = struct(**c_values_from_engine(params, mappings))
+    size = ctypes.sizeof(struct)
+    with library.copied(ctypes.string_at(ctypes.addressof(written), size)) as copied:
+        back = struct.from_buffer_copy(copied.ljust(size, b"\0")[:size])
+        return engine_params_from_values({name: getattr(back, name) for name in MEMBER_NAMES}, mappings)
+
+
+def default_returned_by_value(struct: type[ctypes.Structure] = ModelParams) -> ctypes.Structure:
+    """``vllm_model_params_default()`` of the compiled library, returned by value into ``struct``."""
+    library = open_library(load(SPEC_HEADER.read_text(encoding="utf-8")).path)
+    if struct is ModelParams:
+        return library.model_params_default()
+    function = library.handle.vllm_model_params_default
+    function.argtypes, function.restype = [], struct
+    return function()
+
+
+def c_default_through_mirror() -> ctypes.Structure:
+    """The C default as a Python caller receives it: by value, into ``ModelParams``."""
+    return default_returned_by_value()
+
+
+def round_trip(params: EngineParams) -> EngineParams:
+    """EngineParams -> vllm_model_params -> compiled C copy -> vllm_model_params -> EngineParams."""
+    return through_c(params)
+
+
+def unchanged(params: EngineParams) -> EngineParams:
+    """What a round trip must give back: the params themselves."""
+    return params
+
+
+def pool_from_members(v15: Mapping[str, Any], probe: KVCacheConfig,
+                      read: Callable[[Mapping[str, Any]], EngineParams] = engine_params_from_values) -> dict[str, Any]:
+    """The pool and the warnings of a v16 struct holding the v15 members ``v15`` and zero v16 members."""
+    struct = ModelParams(**{name: (value.encode("utf-8") if isinstance(value, str) else value)
+                            for name, value in v15.items()})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        blocks = resolve_num_blocks(read({name: getattr(struct, name) for name in MEMBER_NAMES}), probe)
+    return {"num_blocks": blocks, "warnings": [type(w.message).__name__ for w in caught]}
+
+
+def pool_from_v16_struct(v15: Mapping[str, Any], probe: KVCacheConfig) -> dict[str, Any]:
+    """:func:`pool_from_members` with the mirror's reading of the struct."""
+    return pool_from_members(v15, probe)
+
+
+def verdict(result: LoadResult) -> dict[str, Any]:
+    """Status name and code, the member the message names (``vllm_model_params.<member>``), the block
+    count, and on success what the engine read from each member (with whether the utilization was chosen)."""
+    named = _NAMED_MEMBER.search(result.error or "")
+    read = None
+    if result.engine_params is not None:
+        view = describe(result.engine_params)
+        read = {name: view[name] for name in (*MEMBER_NAMES, "gpu_memory_utilization_is_explicit")}
+    return {"status": result.status.name, "code": int(result.status), "field": named.group(1) if named else None,
+            "num_blocks": result.num_blocks, "read": read}
+
+
+def verdicts_agree(actual: Any, expected: Any) -> bool:
+    """``actual`` has every key of ``expected`` with an equal value (types included; a case may name a subset)."""
+    if not isinstance(actual, Mapping) or not isinstance(expected, Mapping) or not set(expected) <= set(actual):
+        return False
+    return all(verdicts_agree(actual[k], v) if isinstance(v, Mapping) else _strict(actual[k], v)
+               for k, v in expected.items())
+
+
+def load_verdict(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
+    """:func:`verdict` of ``engine_load`` without a memory profile."""
+    return verdict(engine_load(params, probe))
+
+
+def engine_params_via_python(argv: Sequence[str]) -> EngineParams:
+    """The Python front door: the kv-plan flag code, then ``engine_params_from_args``."""
+    return engine_params_from_args(build_parser().parse_args(list(argv)))
+

@@ -1,0 +1,124 @@
+"""Case inputs of the ROAD-V1-MEM M3 profile gates: recorded snapshot fixtures (or inline snapshots) made into calls.
+
+A case input is either `{fixture: NAME, ...overrides}` naming gates/rows/road_v1_mem/fixtures/snapshots/NAME.yaml, or the same
+fields inline: device, gpu_memory_utilization, weights_memory, snapshots {before_create, before_profile,
+after_profile}, and for the block gates kv {num_layers, block_size, num_kv_heads, head_size, dtype},
+kv_cache_memory_bytes and profiled (false: no profile exists).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from vllm_gates import Call
+from impl.entrypoints.model_loader import EngineParams
+from impl.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from impl.worker.memory_profiler import MemoryProfilingResult
+from impl.worker.memory_snapshot import MemorySnapshot
+
+FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "snapshots"
+PHASES = ("before_create", "before_profile", "after_profile")
+SNAPSHOT_FIELDS = ("torch_peak", "free_memory", "total_memory", "torch_memory", "timestamp")
+KV_FIELDS = ("num_layers", "block_size", "num_kv_heads", "head_size", "dtype")
+_REQUIRED = {"device", "gpu_memory_utilization", "weights_memory", "snapshots"}
+_OPTIONAL = {"kv", "kv_cache_memory_bytes", "profiled", "source", "logged"}
+_FIXTURE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def load_fixture(name: str) -> dict[str, Any]:
+    """The recorded fixture gates/rows/road_v1_mem/fixtures/snapshots/NAME.yaml as plain data."""
+    if not isinstance(name, str) or not _FIXTURE_NAME.match(name):
+        raise ValueError(f"fixture must be a name like 'phi4-gptq-a100-util015', got {name!r}")
+    path = FIXTURE_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in FIXTURE_DIR.glob("*.yaml")))
+        raise ValueError(f"fixture {name!r}: no file {path} (known: {known})")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"fixture {name!r}: {path} must hold a mapping")
+    return data
+
+
+def resolve_input(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The case input with its fixture (if any) loaded and the case's fields laid over it."""
+    if not isinstance(data, Mapping):
+        raise TypeError(f"a profile case input must be a mapping, got {type(data).__name__}")
+    fields = dict(data)
+    if "fixture" in fields:
+        fields = {**load_fixture(fields.pop("fixture")), **fields}
+    unknown = set(fields) - _REQUIRED - _OPTIONAL
+    missing = _REQUIRED - set(fields)
+    if unknown or missing:
+        raise ValueError(f"profile case input: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}")
+    snapshots = fields["snapshots"]
+    if not isinstance(snapshots, Mapping) or set(snapshots) != set(PHASES):
+        raise ValueError(f"profile case input: snapshots must have exactly {list(PHASES)}, got {snapshots!r}")
+    for phase in PHASES:
+        if not isinstance(snapshots[phase], Mapping) or set(snapshots[phase]) != set(SNAPSHOT_FIELDS):
+            raise ValueError(f"profile case input: snapshots.{phase} must have exactly {list(SNAPSHOT_FIELDS)}, "
+                             f"got {snapshots[phase]!r}")
+    if "kv" in fields and (not isinstance(fields["kv"], Mapping) or set(fields["kv"]) != set(KV_FIELDS)):
+        raise ValueError(f"profile case input: kv must have exactly {list(KV_FIELDS)}, got {fields['kv']!r}")
+    return fields
+
+
+def _snapshot(fields: Mapping[str, Any], phase: str) -> MemorySnapshot:
+    return MemorySnapshot(device=fields["device"], **fields["snapshots"][phase])
+
+
+def profiling_result(fields: Mapping[str, Any]) -> MemoryProfilingResult:
+    """The impl's profiling result for resolved case fields."""
+    return MemoryProfilingResult(*(_snapshot(fields, phase) for phase in PHASES), weights_memory=fields["weights_memory"])
+
+
+def raw_snapshots(fields: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The three snapshots as plain mappings (device included), for the oracle."""
+    return {phase: {"device": fields["device"], **fields["snapshots"][phase]} for phase in PHASES}
+
+
+def budget_call(data: Mapping[str, Any]) -> Call:
+    """impl side of profile-kv-budget: (profile, gpu_memory_utilization)."""
+    fields = resolve_input(data)
+    return Call(kwargs={"profile": profiling_result(fields), "gpu_memory_utilization": fields["gpu_memory_utilization"]})
+
+
+def budget_oracle_call(data: Mapping[str, Any]) -> Call:
+    """oracle side of profile-kv-budget: the raw snapshots, weights and utilization."""
+    fields = resolve_input(data)
+    snapshots = raw_snapshots(fields)
+    return Call(kwargs={"baseline": snapshots["before_create"], "before_profile": snapshots["before_profile"],
+                        "after_profile": snapshots["after_profile"], "weights_memory": fields["weights_memory"],
+                        "gpu_memory_utilization": fields["gpu_memory_utilization"]})
+
+
+def kv_probe(kv: Mapping[str, Any]) -> KVCacheConfig:
+    """A one-group KV config of `num_layers` full-attention layers (the block count is irrelevant to sizing)."""
+    spec = FullAttentionSpec(block_size=kv["block_size"], num_kv_heads=kv["num_kv_heads"], head_size=kv["head_size"],
+                             dtype=getattr(torch, kv["dtype"]))
+    names = tuple(f"model.layers.{i}.self_attn" for i in range(kv["num_layers"]))
+    return KVCacheConfig(num_blocks=0, kv_cache_tensors=(), kv_cache_groups=(KVCacheGroupSpec(names, spec),))
+
+
+def blocks_call(data: Mapping[str, Any]) -> Call:
+    """impl side of profile-util-blocks: (params, probe, profile or None)."""
+    fields = resolve_input(data)
+    kv_bytes = fields.get("kv_cache_memory_bytes", 0)
+    if fields.get("profiled", True):
+        params = EngineParams(gpu_memory_utilization=fields["gpu_memory_utilization"], kv_cache_memory_bytes=kv_bytes)
+        profile = profiling_result(fields)
+    else:  # no device was measured: the utilization is left at its default, as a caller without M3 would
+        params, profile = EngineParams(kv_cache_memory_bytes=kv_bytes), None
+    return Call(kwargs={"params": params, "probe": kv_probe(fields["kv"]), "profile": profile})
+
+
+def blocks_oracle_call(data: Mapping[str, Any]) -> Call:
+    """oracle side of profile-util-blocks: the raw snapshots, the layer geometry and the knobs."""
+    fields = resolve_input(data)
+    budget = budget_oracle_call(data).kwargs
+    return Call(kwargs={**budget, **fields["kv"], "kv_cache_memory_bytes": fields.get("kv_cache_memory_bytes", 0),
+                        "profiled": fields.get("profiled", True)})

@@ -1,0 +1,55 @@
+"""Known-bad model-geometry and kv-plan implementations for ROAD-V1-MEM M2 (each must be rejected)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gates.rows.road_v1_mem.subjects import kv_plan_summary, model_bytes_per_block, model_config
+
+# --- model_bytes_per_block(model, tensor_parallel_size, block_size, kv_cache_dtype="auto") ---------------
+
+
+def kv_heads_not_replicated(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                            kv_cache_dtype: str = "auto") -> int:
+    """Bytes split evenly over ranks, as if KV heads were never replicated when tp exceeds them."""
+    return model_bytes_per_block(model, 1, block_size, kv_cache_dtype) // tensor_parallel_size
+
+
+def head_dim_ignored(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                     kv_cache_dtype: str = "auto") -> int:
+    """Head size always hidden_size / num_attention_heads (wrong for Gemma-2: 224, not 256)."""
+    cfg = {k: v for k, v in model_config(model).items() if k != "head_dim"}
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
+def mla_latent_per_head(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                        kv_cache_dtype: str = "auto") -> int:
+    """An MLA latent stored once per KV head of the rank instead of once."""
+    cfg = model_config(model)
+    bpb = model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+    if cfg.get("kv_lora_rank") is not None:
+        return bpb * max(1, cfg.get("num_key_value_heads", 1) // tensor_parallel_size)
+    return bpb
+
+
+def linear_layers_as_attention(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                               kv_cache_dtype: str = "auto") -> int:
+    """Hybrid layer types ignored: every layer pays for full-attention KV."""
+    cfg = {k: v for k, v in model_config(model).items() if k not in ("full_attention_interval", "layer_types")}
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
+# --- kv_plan_summary(model, argv) ------------------------------------------------------------------------
+
+
+def capacity_in_blocks(model: str, argv: list[str]) -> dict[str, Any]:
+    """KV capacity reported in blocks where vLLM reports tokens."""
+    summary = kv_plan_summary(model, argv)
+    return {**summary, "kv_cache_tokens": summary["num_blocks"]}
+
+
+def fallback_reported_as_utilization(model: str, argv: list[str]) -> dict[str, Any]:
+    """The 256-block fallback credited to --gpu-memory-utilization."""
+    summary = kv_plan_summary(model, argv)
+    if summary["decided_by"] == "fallback":
+        return {**summary, "decided_by": "gpu_memory_utilization"}
+    return summary

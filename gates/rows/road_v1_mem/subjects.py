@@ -1,0 +1,92 @@
+"""Adapters that give the ROAD-V1-MEM gates a plain-data view of impl behaviour (values, warnings, CLI).
+
+Each adapter is the gate's ``impl`` target; its known-bad stand-ins in ``gates/known_bad/kv_*.py`` take
+the same parameters.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+
+from gates.rows.road_v1_mem.build import impl_spec
+from impl.entrypoints.cli_args import add_sizing_arguments, engine_params_from_args
+from impl.entrypoints.model_loader import EngineParams, UtilizationNotAppliedWarning, resolve_num_blocks
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "models"
+
+
+def page_size_bytes(spec: Mapping[str, Any]) -> int:
+    """Construct the spec (so construction errors are the impl's outcome) and read its page size."""
+    return impl_spec(spec).page_size_bytes
+
+
+def params_view(params: EngineParams) -> dict[str, Any]:
+    """The sizing fields of ``EngineParams`` and whether the utilization was chosen."""
+    return {"block_size": params.block_size, "num_blocks": params.num_blocks,
+            "kv_cache_memory_bytes": params.kv_cache_memory_bytes, "max_model_len": params.max_model_len,
+            "gpu_memory_utilization": float(params.gpu_memory_utilization),
+            "utilization_explicit": params.gpu_memory_utilization_is_explicit}
+
+
+def engine_params(**fields: Any) -> dict[str, Any]:
+    """``EngineParams(**fields)`` seen through :func:`params_view`."""
+    return params_view(EngineParams(**fields))
+
+
+def params_from_argv(argv: list[str]) -> dict[str, Any]:
+    """Parse the shared sizing flags; an argparse refusal becomes a ValueError carrying its message."""
+    parser = add_sizing_arguments(argparse.ArgumentParser(prog="gate"))
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            namespace = parser.parse_args(argv)
+    except SystemExit:
+        raise ValueError(stderr.getvalue().strip()) from None
+    return params_view(engine_params_from_args(namespace))
+
+
+def blocks_and_warning(params: EngineParams, probe: Any, profile: Any = None) -> dict[str, Any]:
+    """The block count and whether ``UtilizationNotAppliedWarning`` was raised while resolving it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        blocks = resolve_num_blocks(params, probe, profile)
+    warned = any(issubclass(w.category, UtilizationNotAppliedWarning) for w in caught)
+    return {"num_blocks": blocks, "warned": warned}
+
+
+def model_config(model: str | Mapping[str, Any]) -> dict[str, Any]:
+    """A shipped fixture by stem (``llama-3.1-8b``) or an inline config mapping."""
+    from impl.entrypoints.model_geometry import load_model_config
+
+    if isinstance(model, str):
+        return load_model_config(FIXTURES / f"{model}.json")
+    return dict(model)
+
+
+def model_bytes_per_block(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                          kv_cache_dtype: str = "auto") -> int:
+    """Bytes per KV block of one rank of a model, through the impl's probe."""
+    from impl.entrypoints.model_geometry import ProbeRequest, probe_kv_cache_config
+    from impl.v1.kv_cache_interface import kv_bytes_per_block
+
+    request = ProbeRequest(tensor_parallel_size=tensor_parallel_size, block_size=block_size,
+                           kv_cache_dtype=kv_cache_dtype)
+    return kv_bytes_per_block(probe_kv_cache_config(model_config(model), request))
+
+
+def kv_plan_summary(model: str, argv: list[str]) -> dict[str, Any]:
+    """What ``kv-plan --model-config <fixture> ARGV --json`` reports, less the free text."""
+    from impl.entrypoints import kv_plan
+
+    parser = kv_plan.build_parser()
+    result = kv_plan.plan(parser.parse_args(["--model-config", str(FIXTURES / f"{model}.json"), *argv]))
+    concurrency = result["max_concurrency"]
+    return {"bytes_per_block": result["bytes_per_block"], "num_blocks": result["num_blocks"],
+            "decided_by": result["decided_by"], "kv_cache_tokens": result["kv_cache_tokens"],
+            "group_bytes_per_block": [g["bytes_per_block"] for g in result["groups"]],
+            "max_concurrency": None if concurrency is None else round(concurrency, 4),
+            "warned": bool(result["warnings"])}

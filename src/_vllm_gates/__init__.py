@@ -1,0 +1,1 @@
+"""The engine of vllm-gates: private; its public face is the package ``vllm_gates``."""

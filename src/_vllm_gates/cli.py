@@ -1,0 +1,241 @@
+"""The `gates` command. `run` and `audit` translate their arguments into one pytest run (the plugin judges);
+`list`, `coverage`, `affected` and `check-independence` read the project's definitions without importing targets.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_root, load_config
+from _vllm_gates.errors import DefinitionError
+from _vllm_gates.exitcodes import ExitCode
+from _vllm_gates.project import Project, load_project
+
+MARKER_CHOICES_HELP = "a marker of the project ([tool.vllm-gates] markers), or all"
+EPILOG = ("exit codes: 0 every row meets its claimed state; 1 a claim is not met; 2 usage error; "
+          "3 a definition or harness error; 5 nothing ran")
+
+
+class UsageError(Exception):
+    """Arguments that name something that does not exist."""
+
+
+def _project_config(root_option: Path | None) -> Config:
+    root = root_option.resolve() if root_option else find_root(Path.cwd())
+    if root is None:
+        raise UsageError(f"no {CONFIG_FILE} with a [{SECTION}] table in {Path.cwd()} or any parent folder (use --root)")
+    config = load_config(root)
+    if config is None:
+        raise UsageError(f"{root / CONFIG_FILE} has no [{SECTION}] table: not a gated project")
+    return config
+
+
+def _check_rows(project: Project, rows: list[str]) -> None:
+    known = [r.id for r in project.roadmap.rows]
+    for row in rows:
+        if row not in known:
+            raise UsageError(f"unknown row {row!r} (rows: {', '.join(known)})")
+
+
+def _check_marker(config: Config, marker: str) -> None:
+    if marker != "all" and marker not in config.marker_names:
+        raise UsageError(f"--marker {marker!r} is not a marker of this project (markers: {', '.join(config.marker_names)}, all)")
+
+
+def _print_broken(project: Project, rows: list[str] | None = None) -> None:
+    for row, (_, message) in project.broken.items():
+        if rows is None or row in rows:
+            print(f"definition error in row {row}:\n  " + message.replace("\n", "\n  "), file=sys.stderr)
+
+
+def cmd_list(args: argparse.Namespace, project: Project) -> int:
+    for row in project.roadmap.rows:
+        print(f"{row.id}  [{row.state}]  {row.title}")
+        gate_file = project.gate_file(row.id)
+        for ms in row.milestones:
+            print(f"  {ms.id}  [{ms.state}]  {ms.title}")
+            for gate in gate_file.gates if gate_file else ():
+                if gate.milestone == ms.id:
+                    props = f", properties x{gate.properties.max_examples}" if gate.properties else ""
+                    print(f"    {gate.id}  markers={','.join(gate.markers)}  covers={','.join(gate.covers)}  "
+                          f"cases={len(gate.cases)}{props}, known_bad={len(gate.known_bad)}")
+        if gate_file is None and row.id not in project.broken:
+            print("  (no gate file)")
+    _print_broken(project)
+    return ExitCode.ERROR if project.broken else ExitCode.OK
+
+
+@contextlib.contextmanager
+def _in_folder(folder: Path) -> Iterator[None]:
+    """pytest finds the project's configuration from the current folder: run it from the project root."""
+    saved = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(saved)
+
+
+def _pytest(config: Config, args: list[str], options: dict[str, object] | None = None) -> int:
+    """One pytest run over the project's gate files; its exit status is the plugin's verdict.
+
+    With no gate file at all there is nothing for pytest to collect: ``options`` (a run's) then judge the rows
+    (EMPTY: no gate file) and write the same reports without it.
+    """
+    import pytest
+
+    files = [str(p) for p in config.gate_files()]
+    if not files:
+        print(f"no gate file matches rows = {list(config.rows)} in [{SECTION}]")
+        if options is None:
+            return ExitCode.EMPTY
+        from _vllm_gates.session import judge_without_items
+
+        return judge_without_items(config, options)
+    # the engine is already imported, so pytest cannot rewrite its asserts: say nothing about it
+    base = ["--rootdir", str(config.root), "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            "-q", "--no-header", "-rfE"]
+    with _in_folder(config.root):
+        code = int(pytest.main(files + base + args))
+    if code == 4:  # pytest's usage error (it printed why)
+        return ExitCode.USAGE
+    return code
+
+
+def _marker_args(marker: str) -> list[str]:
+    return [] if marker == "all" else ["-m", marker]
+
+
+def _rows_to_judge(project: Project, rows: list[str], changed_since: str | None) -> list[str]:
+    """The rows asked for (all when none), narrowed by --changed-since; may be empty."""
+    _check_rows(project, rows)
+    if not changed_since:
+        return rows
+    from _vllm_gates.selection import SelectionError, rows_affected_since
+
+    try:
+        affected = rows_affected_since(project, changed_since)
+    except SelectionError as error:
+        raise UsageError(str(error)) from None
+    return [row for row in affected if not rows or row in rows]
+
+
+def _row_args(rows: list[str]) -> list[str]:
+    return [arg for row in rows for arg in ("--gates-row", row)]
+
+
+def cmd_run(args: argparse.Namespace, project: Project) -> int:
+    _check_marker(project.config, args.marker)
+    rows = _rows_to_judge(project, args.rows, args.changed_since)
+    if args.changed_since and not rows:
+        print(f"no row is affected by changes since {args.changed_since}: nothing to gate")
+        return ExitCode.OK
+    extra = _marker_args(args.marker) + _row_args(rows)
+    for flag, value in (("--gates-json", args.json), ("--gates-markdown", args.markdown), ("--junitxml", args.junit),
+                        ("--hypothesis-profile", args.profile), ("--gates-changed-since", args.changed_since)):
+        if value:
+            extra.append(f"{flag}={value}")
+    options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows,
+               "markexpr": "" if args.marker == "all" else args.marker}
+    return _pytest(project.config, extra, options)
+
+
+def cmd_audit(args: argparse.Namespace, project: Project) -> int:
+    _check_marker(project.config, args.marker)
+    rows = _rows_to_judge(project, args.rows, None)
+    return _pytest(project.config, ["--gates-audit", *_marker_args(args.marker), *_row_args(rows)])
+
+
+def cmd_coverage(args: argparse.Namespace, project: Project) -> int:
+    from _vllm_gates.specdoc import requirements_in
+
+    covered = {req for gf in project.gate_files for g in gf.gates for req in g.covers}
+    missing = []
+    for spec in project.config.spec_files():
+        shown = spec.relative_to(project.config.root).as_posix()
+        for requirement in requirements_in(spec, shown):
+            if requirement.id not in covered:
+                missing.append(requirement)
+    for requirement in missing:
+        print(f"{requirement.path}:{requirement.line}: {requirement.id} has no covering gate: {requirement.text[:80]}")
+    print(f"{len(missing)} requirement(s) without a gate; {len(covered)} covered")
+    _print_broken(project)
+    if project.broken:
+        return ExitCode.ERROR
+    return ExitCode.CLAIM_NOT_MET if missing else ExitCode.OK
+
+
+def cmd_affected(args: argparse.Namespace, project: Project) -> int:
+    for row in _rows_to_judge(project, [], args.base):
+        print(row)
+    return ExitCode.OK
+
+
+def cmd_check_independence(args: argparse.Namespace, project: Project) -> int:
+    from _vllm_gates.independence import violations
+
+    found, files = violations(project.config.root, dict(project.config.independence))
+    contracts = "; ".join(f"{pkg} imports none of {', '.join(forbidden)}" for pkg, forbidden in project.config.independence)
+    for violation in found:
+        print(f"{violation}  (contract: {violation.package} must not import {violation.imported.split('.')[0]})")
+    if not files:
+        print(f"no Python file under the packages of the independence contracts ({contracts}): nothing checked", file=sys.stderr)
+        return ExitCode.EMPTY
+    print(f"{len(found)} violation(s) in {files} file(s); contracts: {contracts}")
+    return ExitCode.CLAIM_NOT_MET if found else ExitCode.OK
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="gates", description="Gate roadmap rows: implementations against independent oracles.",
+                                  epilog=EPILOG)
+    top.add_argument("--root", type=Path, help=f"project root (default: the nearest folder whose {CONFIG_FILE} has [{SECTION}])")
+    sub = top.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="rows, milestones, states and gates (imports no target)")
+    run = sub.add_parser("run", help="run gates; one verdict per row; exit 0 only when every row meets its claimed state",
+                         epilog=EPILOG)
+    run.add_argument("rows", nargs="*", help="rows to run (default: all)")
+    run.add_argument("--marker", default="all", help=MARKER_CHOICES_HELP + " (default: all)")
+    run.add_argument("--changed-since", metavar="REF", help="only rows whose sources, row folder, gate file or spec changed since REF")
+    run.add_argument("--profile", choices=["ci", "dev", "thorough"], help="hypothesis profile (default: ci when CI is set, else dev)")
+    run.add_argument("--json", metavar="F", help="write the verdicts as JSON")
+    run.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
+    run.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per gate item and per claim")
+    audit = sub.add_parser("audit", help="show every gate can fail: the wrong-everywhere stand-in and each known-bad")
+    audit.add_argument("rows", nargs="*")
+    audit.add_argument("--marker", default="all", help=MARKER_CHOICES_HELP + " (default: all)")
+    sub.add_parser("coverage", help="requirement ids in the spec files that no gate covers")
+    affected = sub.add_parser("affected", help="rows whose sources, row folder, gate file or spec changed since --base")
+    affected.add_argument("--base", required=True, metavar="REF")
+    sub.add_parser("check-independence", help="packages that import what an independence contract forbids (impl, oracles)")
+    return top
+
+
+COMMANDS = {"list": cmd_list, "run": cmd_run, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
+            "check-independence": cmd_check_independence}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        config = _project_config(args.root)
+        if args.command == "check-independence":
+            return cmd_check_independence(args, Project(config, None, (), {}, {}))  # type: ignore[arg-type]
+        project = load_project(config)
+        return int(COMMANDS[args.command](args, project))
+    except DefinitionError as error:
+        print(f"definition error:\n{error}", file=sys.stderr)
+        return ExitCode.ERROR
+    except UsageError as error:
+        print(f"gates: error: {error}", file=sys.stderr)
+        return ExitCode.USAGE
+    except BrokenPipeError:  # `gates list | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Where a definition is wrong: places in files, problems at those places, and the one error that carries them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in a definition file; line and column are 1-based."""
+
+    path: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One definition error: where, which key, what is wrong."""
+
+    location: Location
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.key}: " if self.key else ""
+        return f"{self.location}: {where}{self.message}"
+
+
+class DefinitionError(Exception):
+    """A gate file, roadmap, spec, target or configuration that cannot be used as written: a list of problems."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))

@@ -1,0 +1,14 @@
+"""The exit codes of `gates` and of a pytest run that collected gates (README, "Exit codes")."""
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """0 claims met; 1 a claim not met; 2 usage; 3 a definition or harness error; 5 nothing ran."""
+
+    OK = 0
+    CLAIM_NOT_MET = 1
+    USAGE = 2
+    ERROR = 3
+    EMPTY = 5

@@ -1,0 +1,249 @@
+"""Validate one row's gate file (gates/rows/<row>/gate.yaml) against the schema, the roadmap and the spec (docs/gate-files.md)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
+from _vllm_gates.model import Case, Gate, GateFile, KnownBad, Properties, Raises, Roadmap, Row, TargetRef
+from _vllm_gates.roadmap import ROW_ID
+from _vllm_gates.specdoc import REQUIREMENT_ID, requirements_in
+from _vllm_gates.errors import DefinitionError, Location
+from _vllm_gates.yamlsource import YMap, load_yaml, location_of, to_plain
+
+GATE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+EXCEPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESERVED_CASE_NAMES = ("properties", "audit")
+
+FILE_KEYS_REQUIRED = {"row", "title", "spec", "gates"}
+FILE_KEYS_OPTIONAL = {"sources", "notes"}
+GATE_KEYS_REQUIRED = {"id", "milestone", "covers", "markers", "impl"}
+GATE_KEYS_OPTIONAL = {"oracle", "build", "compare", "cases", "properties", "known_bad", "description"}
+CASE_KEYS = {"input", "expect", "raises", "note"}
+
+
+class GateReader(Reader):
+    """A Reader that also knows the row folder's package (for `.module` targets) and the configured markers."""
+
+    def __init__(self, path: str, anchor: str | None, folder: str, markers: tuple[str, ...]):
+        super().__init__(path)
+        self.anchor, self.folder, self.markers = anchor, folder, markers
+
+
+def _target(reader: GateReader, mapping: YMap, name: str, key: str) -> TargetRef | None:
+    value = reader.string(mapping, name, key, TARGET_PATTERN)
+    if not value:
+        return None
+    ref = TargetRef(value, location_of(mapping, name), reader.anchor)
+    if ref.is_relative and reader.anchor is None:
+        reader.problem(ref.location, key, f"relative target {value!r} needs the row folder {reader.folder!r} to be importable: "
+                                          "every folder name on its path must be a Python identifier")
+        return None
+    return ref
+
+
+def _build(reader: GateReader, gate: YMap, key: str) -> tuple[TargetRef | None, TargetRef | None]:
+    if "build" not in gate:
+        return None, None
+    value = gate["build"]
+    if isinstance(value, YMap):
+        reader.keys(value, f"{key}.build", {"impl"}, {"oracle"})
+        return _target(reader, value, "impl", f"{key}.build.impl"), _target(reader, value, "oracle", f"{key}.build.oracle")
+    both = _target(reader, gate, "build", f"{key}.build")
+    return both, both
+
+
+def _raises(reader: GateReader, case: YMap, key: str) -> Raises | None:
+    body = reader.mapping(case["raises"], f"{key}.raises", location_of(case, "raises"))
+    if body is None:
+        return None
+    reader.keys(body, f"{key}.raises", {"type"}, {"match"})
+    type_name_ = reader.string(body, "type", f"{key}.raises.type", EXCEPTION_NAME)
+    match = reader.string(body, "match", f"{key}.raises.match") if "match" in body else None
+    if match is not None:
+        try:
+            re.compile(match)
+        except re.error as exc:
+            reader.problem(location_of(body, "match"), f"{key}.raises.match", f"invalid regular expression {show(match)}: {exc}")
+    return Raises(type_name_, match) if type_name_ else None
+
+
+def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> list[Case]:
+    if "cases" not in gate:
+        return []
+    cases_map = reader.mapping(gate["cases"], f"{key}.cases", location_of(gate, "cases"))
+    out = []
+    for name, body in (cases_map or {}).items():
+        case_key = f"{key}.cases.{name}"
+        where = location_of(cases_map, name)
+        if not isinstance(name, str) or not CASE_NAME.match(name) or name in RESERVED_CASE_NAMES:
+            reader.problem(where, case_key, f"case name {show(name)} must match {CASE_NAME.pattern} and not be one of {RESERVED_CASE_NAMES}")
+            continue
+        case = reader.mapping(body, case_key, where)
+        if case is None:
+            continue
+        reader.keys(case, case_key, set(), CASE_KEYS)
+        raises = _raises(reader, case, case_key) if "raises" in case else None
+        if "expect" in case and "raises" in case:
+            reader.problem(where, case_key, "a case has either `expect` or `raises`, not both")
+        if "expect" not in case and "raises" not in case and not has_oracle:
+            reader.problem(where, case_key, "a case needs `expect` or `raises` when the gate has no `oracle`")
+        out.append(Case(name, where, to_plain(case.get("input", {})), "expect" in case, to_plain(case.get("expect")), raises))
+    return out
+
+
+def _properties(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> Properties | None:
+    if "properties" not in gate:
+        return None
+    where = location_of(gate, "properties")
+    body = reader.mapping(gate["properties"], f"{key}.properties", where)
+    if body is None:
+        return None
+    reader.keys(body, f"{key}.properties", {"strategy"}, {"max_examples"})
+    if not has_oracle:
+        reader.problem(where, f"{key}.properties", "properties compare impl with the oracle: the gate needs an `oracle`")
+    strategy = _target(reader, body, "strategy", f"{key}.properties.strategy")
+    max_examples = reader.positive_int(body, "max_examples", f"{key}.properties.max_examples", 100)
+    return Properties(strategy, max_examples, where) if strategy else None
+
+
+def _known_bad(reader: GateReader, gate: YMap, key: str) -> list[KnownBad]:
+    if "known_bad" not in gate:
+        return []
+    body = reader.mapping(gate["known_bad"], f"{key}.known_bad", location_of(gate, "known_bad"))
+    out = []
+    for name in body or {}:
+        kb_key = f"{key}.known_bad.{name}"
+        if not isinstance(name, str) or not CASE_NAME.match(name):
+            reader.problem(location_of(body, name), kb_key, f"known-bad name {show(name)} must match {CASE_NAME.pattern}")
+            continue
+        target = _target(reader, body, name, kb_key)
+        if target:
+            out.append(KnownBad(name, target, location_of(body, name)))
+    return out
+
+
+@dataclass(frozen=True)
+class RowContext:
+    """What a gate is checked against: its roadmap row and the requirement ids its spec declares."""
+
+    row: Row | None
+    declared: frozenset[str] | None
+    spec: str | None
+
+
+def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> Gate | None:
+    reader.keys(body, key, GATE_KEYS_REQUIRED, GATE_KEYS_OPTIONAL)
+    gate_id = reader.string(body, "id", f"{key}.id", GATE_ID)
+    milestone = reader.string(body, "milestone", f"{key}.milestone")
+    if milestone and context.row is not None and context.row.milestone(milestone) is None:
+        known = ", ".join(m.id for m in context.row.milestones)
+        reader.problem(location_of(body, "milestone"), f"{key}.milestone",
+                       f"milestone {show(milestone)} is not a milestone of {context.row.id} (milestones: {known})")
+    covers, cover_places = reader.string_list(body, "covers", f"{key}.covers", REQUIREMENT_ID, non_empty=True)
+    for requirement, place in zip(covers, cover_places):
+        if context.declared is not None and requirement not in context.declared:
+            reader.problem(place, f"{key}.covers", f"requirement {show(requirement)} is not declared in {context.spec}")
+    markers, marker_places = reader.string_list(body, "markers", f"{key}.markers", non_empty=True)
+    for marker, place in zip(markers, marker_places):
+        if marker not in reader.markers:
+            reader.problem(place, f"{key}.markers", f"unknown marker {show(marker)} (accepted: {', '.join(reader.markers)})")
+    impl = _target(reader, body, "impl", f"{key}.impl")
+    oracle = _target(reader, body, "oracle", f"{key}.oracle") if "oracle" in body else None
+    build_impl, build_oracle = _build(reader, body, key)
+    compare = _target(reader, body, "compare", f"{key}.compare") if "compare" in body else None
+    has_oracle = "oracle" in body
+    cases = _cases(reader, body, key, has_oracle)
+    properties = _properties(reader, body, key, has_oracle)
+    known_bad = _known_bad(reader, body, key)
+    if not cases and properties is None:
+        reader.problem(location_of(body, "cases") if "cases" in body else body.location, key,
+                       "a gate needs at least one case or `properties`: otherwise it checks nothing")
+    description = reader.string(body, "description", f"{key}.description") if "description" in body else None
+    if not (gate_id and milestone and impl and markers):
+        return None
+    return Gate(gate_id, body.location, milestone, tuple(covers), tuple(markers), impl, oracle, build_impl,
+                build_oracle, compare, tuple(cases), properties, tuple(known_bad), description)
+
+
+def peek_row_id(path: Path) -> str:
+    """The row a gate file claims to be, for reporting a file that does not load; else its stem."""
+    try:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("row:"):
+                value = line[4:].split("#")[0].strip().strip("'\"")
+                if ROW_ID.match(value):
+                    return value
+    except (OSError, UnicodeDecodeError):
+        pass
+    return path.stem
+
+
+def row_package(folder: str) -> str | None:
+    """The dotted package of a row folder (`gates/rows/tp` -> `gates.rows.tp`); None when a part is no identifier."""
+    parts = [part for part in folder.split("/") if part]
+    return ".".join(parts) if parts and all(part.isidentifier() for part in parts) else None
+
+
+def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tuple[str, ...]) -> GateFile:
+    """Parse and validate a gate file; raise DefinitionError with every problem found."""
+    try:
+        shown = path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        shown = str(path)
+    folder = shown.rpartition("/")[0]
+    document = load_yaml(path, shown)
+    reader = GateReader(shown, row_package(folder), folder, markers)
+    top = reader.mapping(document, "", None)
+    if top is None:
+        raise DefinitionError(reader.problems)
+    reader.keys(top, "", FILE_KEYS_REQUIRED, FILE_KEYS_OPTIONAL)
+    row_id = reader.string(top, "row", "row", ROW_ID)
+    title = reader.string(top, "title", "title") or ""
+    spec = reader.string(top, "spec", "spec")
+    sources, _ = reader.string_list(top, "sources", "sources")
+    context = _row_context(reader, top, root, roadmap, row_id, spec)
+    gates: list[Gate] = []
+    gate_list = top.get("gates")
+    if "gates" in top and not isinstance(gate_list, list):
+        reader.problem(location_of(top, "gates"), "gates", f"expected a list of gates, got {type_name(gate_list)} {show(gate_list)}")
+    elif isinstance(gate_list, list):
+        if not gate_list:
+            reader.problem(location_of(top, "gates"), "gates", "the row defines no gate")
+        seen: dict[str, Location] = {}
+        for index, body in enumerate(gate_list):
+            key = f"gates[{index}]"
+            gate_map = reader.mapping(body, key, location_of(gate_list, index))
+            gate = _gate(reader, gate_map, key, context) if gate_map is not None else None
+            if gate is None:
+                continue
+            if gate.id in seen:
+                reader.problem(location_of(gate_map, "id"), f"{key}.id", f"duplicate gate id {show(gate.id)} (first at line {seen[gate.id].line})")
+                continue
+            seen[gate.id] = location_of(gate_map, "id")
+            gates.append(gate)
+    if reader.problems:
+        raise DefinitionError(reader.problems)
+    return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"), folder)
+
+
+def _row_context(reader: GateReader, top: YMap, root: Path, roadmap: Roadmap | None, row_id: str | None,
+                 spec: str | None) -> RowContext:
+    """The row exists in the roadmap; the spec file exists and is read for its declared requirement ids."""
+    row = roadmap.row(row_id) if (roadmap and row_id) else None
+    if roadmap is not None and row_id and row is None:
+        known = ", ".join(r.id for r in roadmap.rows)
+        reader.problem(location_of(top, "row"), "row", f"row {show(row_id)} is not in {roadmap.path} (rows: {known})")
+    declared: frozenset[str] | None = None
+    if spec:
+        try:
+            spec_path = root / spec
+            if not spec_path.is_file():
+                reader.problem(location_of(top, "spec"), "spec", f"spec file {show(spec)} does not exist")
+            else:
+                declared = frozenset(r.id for r in requirements_in(spec_path, spec))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            reader.problem(location_of(top, "spec"), "spec", f"spec file {show(spec)} cannot be read: {type(exc).__name__}: {exc}")
+    return RowContext(row, declared, spec)

@@ -1,0 +1,186 @@
+"""pytest items of a gate: its named cases, its properties, its known-bads, the audit stand-in, definition errors.
+
+Each item leaves a typed record of what it checked in ``item.stash``; the plugin reads it with the report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable
+
+import pytest
+
+from _vllm_gates import checks
+from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate
+from _vllm_gates.compare import WrongEverywhere
+from _vllm_gates.errors import DefinitionError, Problem
+from _vllm_gates.model import Case, KnownBad
+from _vllm_gates.profiles import effective_max_examples, settings_for
+from _vllm_gates.render import render_case, render_value
+
+
+class ItemKind(str, Enum):
+    """What one gate item checks."""
+
+    CASE = "case"
+    PROPERTIES = "properties"
+    KNOWN_BAD = "known_bad"
+    AUDIT = "audit"
+    DEFINITION = "definition"
+
+
+@dataclass(frozen=True)
+class ItemIdentity:
+    """Which row, gate and milestone an item belongs to, and where it is written."""
+
+    row: str
+    gate: str
+    milestone: str
+    kind: ItemKind
+    line: int
+
+
+@dataclass(frozen=True)
+class ItemRecord:
+    """What a finished item checked: how many checks, and for a known-bad or the audit, what rejected it."""
+
+    checks: int
+    rejected_by: str = ""
+    harness_error: bool = False
+
+
+RECORD = pytest.StashKey[ItemRecord]()
+
+
+class KnownBadPassed(Exception):
+    """A known-bad implementation (or the audit stand-in) passed every check of its gate."""
+
+
+class GateItem(pytest.Item):
+    """Common to every gate item: its identity, its markers, a record in the stash, failures that point at the YAML."""
+
+    kind = ItemKind.CASE
+
+    def __init__(self, *, row: str, gate_id: str, milestone: str, markers: tuple[str, ...], line: int, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.identity = ItemIdentity(row, gate_id, milestone, self.kind, line)
+        for marker in markers:
+            self.add_marker(marker)
+
+    def runtest(self) -> None:
+        try:
+            checks_made, rejected_by = self.run_checks()
+        except (GateBroken, DefinitionError):
+            self.stash[RECORD] = ItemRecord(0, harness_error=True)
+            raise
+        self.stash[RECORD] = ItemRecord(checks_made, rejected_by)
+
+    def run_checks(self) -> tuple[int, str]:
+        raise NotImplementedError
+
+    def reportinfo(self) -> tuple[Any, int, str]:
+        return self.path, max(self.identity.line - 1, 0), f"{self.identity.row}::{self.identity.gate}::{self.name}"
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        error = excinfo.value
+        if isinstance(error, Mismatch):
+            return _render_mismatch(error, self.nodeid)
+        if isinstance(error, KnownBadPassed):
+            return str(error)
+        if isinstance(error, DefinitionError):
+            return "\n".join(f"definition error: {p}" for p in error.problems)
+        if isinstance(error, GateBroken):
+            cause = error.__cause__
+            text = f"gate error (the gate's own code failed, not the implementation): {error}"
+            if cause is not None:
+                text += "\n" + str(super().repr_failure(excinfo.from_exc_info((type(cause), cause, cause.__traceback__)), style="short"))
+            return text
+        return super().repr_failure(excinfo, style=style)
+
+
+def _render_mismatch(error: Mismatch, nodeid: str) -> str:
+    width = max((len(label) for label, _ in error.lines), default=5)
+    lines = [f"{error.where}: {error.headline}", f"  {'input'.ljust(width)}: {render_value(error.data)}"]
+    lines += [f"  {label.ljust(width)}: {text}" for label, text in error.lines]
+    if error.shrunk:
+        lines += ["  (shrunk by hypothesis) to replay it as a named case, add under `cases:`:",
+                  "    " + render_case("shrunk-example", error.data).replace("\n", "\n    "),
+                  f"  rerun: pytest '{nodeid}' --hypothesis-profile=ci"]
+    return "\n".join(lines)
+
+
+class CaseItem(GateItem):
+    kind = ItemKind.CASE
+
+    def __init__(self, *, resolved: ResolvedGate, case: Case, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.resolved, self.case = resolved, case
+
+    def run_checks(self) -> tuple[int, str]:
+        return checks.check_case(self.resolved, self.case, self.resolved.impl), ""
+
+
+class PropertiesItem(GateItem):
+    kind = ItemKind.PROPERTIES
+
+    def __init__(self, *, resolved: ResolvedGate, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.resolved = resolved
+
+    def run_checks(self) -> tuple[int, str]:
+        declared = self.resolved.gate.properties.max_examples  # type: ignore[union-attr]
+        return checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared)), ""
+
+
+class KnownBadItem(GateItem):
+    """Passes when the gate rejects the stand-in; fails with 'cannot tell NAME from correct' otherwise."""
+
+    kind = ItemKind.KNOWN_BAD
+
+    def __init__(self, *, resolved: ResolvedGate, label: str, stand_in: Callable[..., Any], **kwargs: Any):
+        super().__init__(**kwargs)
+        self.resolved, self.label, self.stand_in = resolved, label, stand_in
+
+    def run_checks(self) -> tuple[int, str]:
+        props = self.resolved.gate.properties
+        budget = effective_max_examples(props.max_examples) if props else 0
+        made, rejection = checks.hunt(self.resolved, self.stand_in, settings_for, budget)
+        if rejection is None:
+            self.stash[RECORD] = ItemRecord(made)
+            where = f"{self.resolved.gate.location.path}:{self.identity.line}"  # the known_bad entry (the gate's line for the audit)
+            raise KnownBadPassed(f"{where}: gate {self.resolved.gate.id} cannot tell {self.label} from correct: "
+                                 f"it passed all {made} checks (cases and generated examples)")
+        return made, f"{rejection.by}: {rejection.detail}"
+
+
+class AuditItem(KnownBadItem):
+    """The wrong-everywhere stand-in: a gate that cannot reject it cannot fail at all."""
+
+    kind = ItemKind.AUDIT
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(label="the wrong-everywhere stand-in", stand_in=wrong_everywhere, **kwargs)
+
+
+def wrong_everywhere(*args: Any, **kwargs: Any) -> WrongEverywhere:
+    """What the audit puts in the impl's place: a result equal to nothing."""
+    return WrongEverywhere()
+
+
+class DefinitionErrorItem(GateItem):
+    """Stands for a file or gate that did not load, so its row reports ERROR while other rows still run."""
+
+    kind = ItemKind.DEFINITION
+
+    def __init__(self, *, problems: list[Problem], **kwargs: Any):
+        super().__init__(**kwargs)
+        self.problems = problems
+
+    def run_checks(self) -> tuple[int, str]:
+        raise DefinitionError(self.problems)
+
+
+def known_bad_items(parent: pytest.Collector, resolved: ResolvedGate, common: dict[str, Any], entries: tuple[KnownBad, ...]) -> list[KnownBadItem]:
+    return [KnownBadItem.from_parent(parent, name=f"known_bad[{kb.name}]", resolved=resolved, label=kb.name,
+                                     stand_in=resolved.known_bad[kb.name], **{**common, "line": kb.location.line})
+            for kb in entries]

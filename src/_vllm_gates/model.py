@@ -1,0 +1,152 @@
+"""The validated shape of roadmap rows and gate files (docs/gate-files.md)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from _vllm_gates.errors import Location
+
+STATES = ("INVENTORIED", "SPIKE", "READY", "ACTIVE", "GATING", "PARTIAL", "DONE", "BLOCKED")
+
+
+@dataclass(frozen=True)
+class TargetRef:
+    """A `module:attribute` reference as written, where, and the row package a leading `.` is relative to."""
+
+    dotted: str
+    location: Location
+    anchor: str | None = None
+
+    @property
+    def is_relative(self) -> bool:
+        return self.dotted.startswith(".")
+
+    @property
+    def module(self) -> str:
+        """The absolute module name: `.build` in row folder gates/rows/x is `gates.rows.x.build`."""
+        written = self.dotted.partition(":")[0]
+        if not self.is_relative:
+            return written
+        return f"{self.anchor}{written}" if self.anchor else written.lstrip(".")
+
+    @property
+    def attribute(self) -> str:
+        return self.dotted.partition(":")[2]
+
+
+@dataclass(frozen=True)
+class Raises:
+    """An expected exception: class name and an optional regex searched in its message."""
+
+    type_name: str
+    match: str | None
+
+
+@dataclass(frozen=True)
+class Case:
+    """A named case: input data, and an expected value or exception."""
+
+    name: str
+    location: Location
+    input: Any
+    has_expect: bool
+    expect: Any
+    raises: Raises | None
+
+
+@dataclass(frozen=True)
+class Properties:
+    """Generated inputs on which impl and oracle must agree."""
+
+    strategy: TargetRef
+    max_examples: int
+    location: Location
+
+
+@dataclass(frozen=True)
+class KnownBad:
+    """A wrong implementation the gate must reject."""
+
+    name: str
+    target: TargetRef
+    location: Location
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One gate of a row: an impl checked against cases, an oracle and known-bad stand-ins."""
+
+    id: str
+    location: Location
+    milestone: str
+    covers: tuple[str, ...]
+    markers: tuple[str, ...]
+    impl: TargetRef
+    oracle: TargetRef | None
+    build_impl: TargetRef | None
+    build_oracle: TargetRef | None
+    compare: TargetRef | None
+    cases: tuple[Case, ...]
+    properties: Properties | None
+    known_bad: tuple[KnownBad, ...]
+    description: str | None = None
+
+    def targets(self) -> list[TargetRef]:
+        """Every target the gate names, for resolution at collection."""
+        found = [self.impl, self.oracle, self.build_impl, self.build_oracle, self.compare]
+        if self.properties:
+            found.append(self.properties.strategy)
+        found.extend(kb.target for kb in self.known_bad)
+        return [t for t in found if t is not None]
+
+
+@dataclass(frozen=True)
+class GateFile:
+    """A row's gate file after schema validation."""
+
+    path: str
+    row: str
+    title: str
+    spec: str
+    sources: tuple[str, ...]
+    gates: tuple[Gate, ...]
+    row_location: Location | None = None
+    folder: str = ""
+
+    @property
+    def all_sources(self) -> tuple[str, ...]:
+        """Declared sources plus the row folder itself: a row's helpers always count as its sources."""
+        return self.sources + ((f"{self.folder}/**",) if self.folder else ())
+
+
+@dataclass(frozen=True)
+class Milestone:
+    """A milestone of a roadmap row with its claimed lifecycle state."""
+
+    id: str
+    title: str
+    state: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """A roadmap row with its claimed state and milestones."""
+
+    id: str
+    title: str
+    state: str
+    milestones: tuple[Milestone, ...]
+
+    def milestone(self, milestone_id: str) -> Milestone | None:
+        return next((m for m in self.milestones if m.id == milestone_id), None)
+
+
+@dataclass(frozen=True)
+class Roadmap:
+    """spec/roadmap.yaml: the rows and the states they claim."""
+
+    path: str
+    rows: tuple[Row, ...]
+
+    def row(self, row_id: str) -> Row | None:
+        return next((r for r in self.rows if r.id == row_id), None)

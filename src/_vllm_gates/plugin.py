@@ -1,0 +1,248 @@
+"""The pytest plugin, the one engine behind `pytest` and `gates`: collects gate files, judges rows when the run ends.
+
+Inert unless the rootdir's pyproject.toml has a `[tool.vllm-gates]` table: then it registers the project's markers,
+collects its gate files into items, records each item's outcome, and at the end of the session prints the row
+table, writes the reports, adds one JUnit test case per claim and sets the exit status from the claims.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from _vllm_gates.checks import ResolvedGate
+from _vllm_gates.config import Config, load_config
+from _vllm_gates.errors import DefinitionError, Location, Problem
+from _vllm_gates.gatefile import load_gate_file, peek_row_id
+from _vllm_gates.items import AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items
+from _vllm_gates.model import Gate
+from _vllm_gates.profiles import load_default_profile, register_profiles
+from _vllm_gates.session import GateRun
+from _vllm_gates.targets import check_same_signature, resolve
+
+_RUN = pytest.StashKey[GateRun]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("vllm-gates", "vllm-gates (active where pyproject.toml has [tool.vllm-gates])")
+    group.addoption("--gates-audit", action="store_true", default=False,
+                    help="run only each gate's audit stand-in and known-bad entries, and print the audit table")
+    group.addoption("--gates-row", action="append", default=[], metavar="ROW",
+                    help="judge only this row (repeatable); other rows' gate files are not collected")
+    group.addoption("--gates-changed-since", metavar="REF",
+                    help="judge only the rows whose sources, row folder, gate file or spec changed since the git ref REF")
+    group.addoption("--gates-json", metavar="F", help="write the run's verdicts as JSON to F")
+    group.addoption("--gates-markdown", metavar="F", help="write the run's verdicts as Markdown to F")
+
+
+def gate_run(config: pytest.Config) -> GateRun | None:
+    """The gate run of this session, or None where the project declares no gates."""
+    return config.stash.get(_RUN, None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before hypothesis loads a --hypothesis-profile that may name ours
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        project = load_config(Path(config.rootpath))
+    except DefinitionError as error:
+        raise pytest.UsageError(f"vllm-gates configuration:\n{error}") from None
+    if project is None:
+        return
+    run = GateRun(project, audit=bool(config.getoption("gates_audit")), json_path=config.getoption("gates_json"),
+                  markdown_path=config.getoption("gates_markdown"))
+    run.requested_rows = _requested_rows(run, list(config.getoption("gates_row") or ()), config.getoption("gates_changed_since"))
+    config.stash[_RUN] = run
+    for marker in project.markers:
+        config.addinivalue_line("markers", f"{marker.name}: {marker.help}")
+    register_profiles()
+
+
+def _requested_rows(run: GateRun, rows: list[str], changed_since: str | None) -> tuple[str, ...] | None:
+    """Rows named by --gates-row, narrowed by --gates-changed-since; None: no narrowing (every collected row)."""
+    if not rows and not changed_since:
+        return None
+    roadmap, _ = run.roadmap()
+    known = [r.id for r in roadmap.rows] if roadmap else []
+    unknown = [row for row in rows if roadmap and row not in known]
+    if unknown:
+        raise pytest.UsageError(f"--gates-row {unknown[0]!r} is not a row of {run.project.roadmap} (rows: {', '.join(known)})")
+    if changed_since:
+        from _vllm_gates.project import load_project
+        from _vllm_gates.selection import SelectionError, rows_affected_since
+
+        run.meta["changed_since"] = changed_since
+        try:
+            affected = rows_affected_since(load_project(run.project), changed_since)
+        except (SelectionError, DefinitionError) as error:
+            raise pytest.UsageError(f"--gates-changed-since {changed_since}: {error}") from None
+        rows = [row for row in affected if not rows or row in rows]
+    return tuple(rows)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    run = gate_run(parent.config)
+    if run is None or file_path.suffix not in (".yaml", ".yml") or not run.project.is_gate_file(file_path):
+        return None
+    return GateFileNode.from_parent(parent, path=file_path)
+
+
+class GateFileNode(pytest.File):
+    """One row's gate file."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        run = gate_run(self.config)
+        assert run is not None
+        project = run.project
+        row = peek_row_id(self.path)
+        if run.requested_rows is not None and row not in run.requested_rows:
+            return  # not a row of this run: its file yields nothing
+        run.collected_files.add(self.path.resolve())
+        every = project.marker_names
+        common = {"row": row, "gate_id": "<file>", "milestone": "", "line": 1, "markers": every}
+        roadmap, roadmap_problems = run.roadmap()
+        if roadmap_problems:
+            yield DefinitionErrorItem.from_parent(self, name="roadmap", problems=roadmap_problems, **common)
+            return
+        try:
+            gate_file = load_gate_file(self.path, project.root, roadmap, every)
+        except DefinitionError as error:
+            run.broken[row] = str(error)
+            yield DefinitionErrorItem.from_parent(self, name="definition", problems=error.problems, **common)
+            return
+        first = run.row_files.setdefault(gate_file.row, gate_file.path)
+        if first != gate_file.path:
+            where = gate_file.row_location or Location(gate_file.path, 1, 1)
+            problem = Problem(where, "row", f"{gate_file.row} already has gate file {first}; a row has one gate file")
+            run.broken[gate_file.row] = str(problem)
+            yield DefinitionErrorItem.from_parent(self, name="definition", problems=[problem], **common)
+            return
+        run.gate_files[gate_file.row] = gate_file
+        for gate in gate_file.gates:
+            try:
+                resolved = _resolve_gate(gate, project.allowed_roots)
+            except DefinitionError as error:
+                yield DefinitionErrorItem.from_parent(self, name=f"definition[{gate.id}]", problems=error.problems,
+                                                      **{**common, "gate_id": gate.id, "milestone": gate.milestone,
+                                                         "line": error.problems[0].location.line})
+                continue
+            yield GateNode.from_parent(self, name=gate.id, row=gate_file.row, resolved=resolved, audit=run.audit)
+
+
+def _resolve_gate(gate: Gate, allowed_roots: tuple[str, ...]) -> ResolvedGate:
+    def get(ref: Any, key: str) -> Any:
+        return resolve(ref, f"gate {gate.id}.{key}", allowed_roots) if ref is not None else None
+
+    impl = get(gate.impl, "impl")
+    known_bad = {}
+    for entry in gate.known_bad:
+        stand_in = get(entry.target, f"known_bad.{entry.name}")
+        check_same_signature(impl, stand_in, entry.target, f"gate {gate.id}.known_bad.{entry.name}", gate.impl)
+        known_bad[entry.name] = stand_in
+    return ResolvedGate(gate=gate, impl=impl, oracle=get(gate.oracle, "oracle"), build_impl=get(gate.build_impl, "build"),
+                        build_oracle=get(gate.build_oracle, "build"), compare=get(gate.compare, "compare"),
+                        strategy=get(gate.properties.strategy if gate.properties else None, "properties.strategy"),
+                        known_bad=known_bad)
+
+
+class GateNode(pytest.Collector):
+    """One gate: its named cases, its properties, its known-bad entries and the audit stand-in."""
+
+    def __init__(self, *, row: str, resolved: ResolvedGate, audit: bool, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.row, self.resolved, self.audit = row, resolved, audit
+
+    def collect(self) -> Iterator[pytest.Item]:
+        gate = self.resolved.gate
+        common = {"row": self.row, "gate_id": gate.id, "milestone": gate.milestone, "markers": gate.markers}
+        if not self.audit:
+            for case in gate.cases:
+                yield CaseItem.from_parent(self, name=case.name, resolved=self.resolved, case=case, **common, line=case.location.line)
+            if gate.properties is not None:
+                yield PropertiesItem.from_parent(self, name="properties", resolved=self.resolved, **common, line=gate.properties.location.line)
+        yield from known_bad_items(self, self.resolved, common, gate.known_bad)
+        yield AuditItem.from_parent(self, name="audit", resolved=self.resolved, **common, line=gate.location.line)
+
+
+@lru_cache(maxsize=1)
+def cuda_unavailable_reason() -> str | None:
+    """Why items that require CUDA cannot run here, or None when a CUDA device is present."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "no CUDA device (torch.cuda.is_available() is False)"
+    return None
+
+
+REQUIREMENT_CHECKS = {"cuda": cuda_unavailable_reason}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The project's unmarked tests get its default marker; items whose marker requires what is missing skip."""
+    run = gate_run(config)
+    if run is None:
+        return
+    names = set(run.project.marker_names)
+    for item in items:
+        marks = {m.name for m in item.iter_markers()}
+        if not marks & names and run.project.default_marker:
+            item.add_marker(run.project.default_marker)
+            marks.add(run.project.default_marker)
+        if isinstance(item, DefinitionErrorItem):
+            continue
+        for name in sorted(marks & names):
+            requirement = run.project.marker(name).requires  # type: ignore[union-attr]
+            reason = REQUIREMENT_CHECKS[requirement]() if requirement else None
+            if reason:
+                what = f"{name} gate" if isinstance(item, GateItem) else f"{name} test"
+                item.add_marker(pytest.mark.skip(reason=f"{what} skipped: {reason}"))
+                break
+    if any(isinstance(item, GateItem) for item in items):
+        load_default_profile()
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        run = gate_run(items[0].config)
+        if run is not None:
+            run.deselected += sum(isinstance(item, GateItem) for item in items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    run = gate_run(session.config)
+    if run is not None:
+        run.selected = [item.identity for item in session.items if isinstance(item, GateItem)]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    run = gate_run(item.config)
+    if run is not None:
+        run.record(item, report)
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the claims join it as test cases
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    run = gate_run(session.config)
+    if run is None:
+        return
+    if run.requested_rows == () and run.meta.get("changed_since"):
+        run.summary = f"no row is affected by changes since {run.meta['changed_since']}: nothing to gate"
+        if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            session.exitstatus = pytest.ExitCode.OK
+        return
+    if run.collected_files or run.requested_rows:
+        session.exitstatus = run.finish(session.config, int(exitstatus))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    run = gate_run(terminalreporter.config)
+    if run is not None and run.summary:
+        terminalreporter.write_sep("=", "vllm-gates")
+        terminalreporter.write_line(run.summary)

@@ -1,0 +1,125 @@
+"""Render a run: the terminal table, JSON (written atomically) and Markdown for a CI step summary."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from _vllm_gates.verdicts import RunReport
+
+COLUMNS = ("row", "milestone", "gate", "cases", "examples", "known-bad", "verdict", "claimed")
+
+
+def _rows(report: RunReport) -> list[tuple[str, ...]]:
+    lines: list[tuple[str, ...]] = []
+    for row in report.rows:
+        claims = {m.milestone: m for m in row.milestones}
+        for gate in row.gates:
+            claim = claims.get(gate.milestone)
+            lines.append((row.row, gate.milestone, gate.gate, f"{gate.cases_passed}/{gate.cases_total}", str(gate.examples),
+                          f"{gate.known_bad_rejected}/{gate.known_bad_total}", gate.verdict.value, claim.state if claim else ""))
+        for ms in row.milestones:
+            mark = "ok" if ms.claim_met else "NOT MET"
+            lines.append((row.row, ms.milestone or "", "(milestone)", "", "", "", ms.verdict.value, f"{ms.state} {mark}"))
+        mark = "ok" if row.claim.claim_met else "NOT MET"
+        lines.append((row.row, "", "(row)", "", "", "", row.claim.verdict.value, f"{row.claim.state} {mark}"))
+    return lines
+
+
+def table(report: RunReport) -> str:
+    """A fixed-width table, one line per gate, milestone and row, then the reasons of unmet claims."""
+    body = _rows(report)
+    widths = [max(len(c), *(len(r[i]) for r in body)) if body else len(c) for i, c in enumerate(COLUMNS)]
+    render = lambda cells: "  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip()  # noqa: E731
+    out = [render(COLUMNS), render(tuple("-" * w for w in widths))] + [render(r) for r in body]
+    reasons = _unmet(report)
+    if reasons:
+        out += ["", *reasons]
+    return "\n".join(out)
+
+
+def _unmet(report: RunReport) -> list[str]:
+    reasons = []
+    for row in report.rows:
+        for ms in row.milestones:
+            if not ms.claim_met:
+                reasons.append(f"{row.row} {ms.milestone}: {ms.reason}")
+        if not row.claim.claim_met:
+            reasons.append(f"{row.row}: {row.claim.reason}")
+        for gate in row.gates:
+            if gate.verdict.value in ("SKIPPED", "FAIL", "ERROR", "WEAK", "EMPTY") and gate.reason:
+                reasons.append(f"{row.row}::{gate.gate}: {gate.verdict.value}: {gate.reason}")
+    return reasons
+
+
+def to_json(report: RunReport, exit_code: int, meta: dict[str, Any]) -> dict[str, Any]:
+    """A stable document: rows in roadmap order, gates in file order, items sorted by node id."""
+    def verdicts(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {k: verdicts(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [verdicts(v) for v in obj]
+        return obj.value if hasattr(obj, "value") and obj.__class__.__name__ == "Verdict" else obj
+
+    return {
+        "schema": "vllm-gates/run/1",
+        "meta": meta,
+        "exit_code": exit_code,
+        "checks": report.checks,
+        "rows": verdicts([asdict(r) for r in report.rows]),
+        "items": verdicts([asdict(i) for i in sorted(report.items, key=lambda i: i.nodeid)]),
+    }
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file in the same folder and rename it over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, report: RunReport, exit_code: int, meta: dict[str, Any]) -> None:
+    write_atomic(path, json.dumps(to_json(report, exit_code, meta), indent=2, sort_keys=False) + "\n")
+
+
+def markdown(report: RunReport, exit_code: int) -> str:
+    """A GitHub-flavoured summary: a verdict line per row, then the gate table and unmet claims."""
+    icon = {"PASS": "✅", "SKIPPED": "⏭️", "WEAK": "⚠️", "EMPTY": "⬜", "FAIL": "❌", "ERROR": "💥"}
+    lines = [f"## vllm-gates: exit {exit_code}", "", "| row | verdict | claimed | claim |", "|---|---|---|---|"]
+    for row in report.rows:
+        lines.append(f"| {row.row} | {icon.get(row.claim.verdict.value, '')} {row.claim.verdict.value} | {row.claim.state} | "
+                     f"{'met' if row.claim.claim_met else '**not met**'} |")
+    lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in _rows(report)]
+    reasons = _unmet(report)
+    if reasons:
+        lines += ["", "### Why", *[f"- {r}" for r in reasons]]
+    return "\n".join(lines) + "\n"
+
+
+def junit_claims(report: RunReport) -> str:
+    """JUnit XML with one test case per row and milestone claim, for runs in which pytest collected nothing."""
+    from xml.sax.saxutils import quoteattr
+
+    cases = []
+    for row in report.rows:
+        for claim in (*row.milestones, row.claim):
+            name = quoteattr(f"{row.row}::{claim.milestone or '(row)'}::claim[{claim.state}]")
+            if claim.claim_met:
+                cases.append(f'  <testcase classname="vllm-gates" name={name} time="0"/>')
+            else:
+                message = quoteattr(f"{claim.verdict.value}: {claim.reason}")
+                cases.append(f'  <testcase classname="vllm-gates" name={name} time="0"><failure message={message}/></testcase>')
+    failures = sum(not c.claim_met for r in report.rows for c in (*r.milestones, r.claim))
+    return ('<?xml version="1.0" encoding="utf-8"?>\n'
+            f'<testsuites><testsuite name="vllm-gates" tests="{len(cases)}" failures="{failures}" errors="0" skipped="0">\n'
+            + "\n".join(cases) + "\n</testsuite></testsuites>\n")

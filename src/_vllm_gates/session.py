@@ -1,0 +1,184 @@
+"""One gate run inside a pytest session: what was collected and selected, each item's result, and the verdicts.
+
+The plugin feeds it; at the end it judges every row in scope, writes the reports, adds the claims to JUnit and
+decides the exit status (README, "Verdicts" and "Exit codes").
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _vllm_gates.audit import audit_exit_code, audit_lines, audit_table
+from _vllm_gates.config import Config
+from _vllm_gates.errors import DefinitionError, Problem
+from _vllm_gates.exitcodes import ExitCode
+from _vllm_gates.items import RECORD, GateItem, ItemIdentity, ItemKind
+from _vllm_gates.model import GateFile, Roadmap
+from _vllm_gates.profiles import current_profile_name
+from _vllm_gates.project import load_roadmap_of
+from _vllm_gates.reports import junit_claims, markdown, table, write_atomic, write_json
+from _vllm_gates.verdicts import ItemResult, RunReport, build_report, exit_code, with_unknown_rows
+
+# pytest's own statuses that no verdict may hide: interrupted, internal error, usage error
+_PYTEST_ABORTS = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR)
+
+
+@dataclass
+class _Partial:
+    """An item's result while its phases (setup, call, teardown) arrive."""
+
+    identity: ItemIdentity
+    outcome: str = "passed"
+    detail: str = ""
+    duration: float = 0.0
+    checks: int = 0
+    rejected_by: str = ""
+
+
+@dataclass(eq=False)
+class GateRun:
+    """State of one session's gate run; ``finish`` turns it into verdicts, reports and an exit status."""
+
+    project: Config
+    audit: bool = False
+    requested_rows: tuple[str, ...] | None = None
+    json_path: str | None = None
+    markdown_path: str | None = None
+    junit_path: str | None = None  # only where pytest does not run (pytest writes its own --junitxml)
+    meta: dict[str, Any] = field(default_factory=dict)
+    collected_files: set[Path] = field(default_factory=set)
+    gate_files: dict[str, GateFile] = field(default_factory=dict)
+    row_files: dict[str, str] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)
+    selected: list[ItemIdentity] = field(default_factory=list)
+    deselected: int = 0
+    other_failures: int = 0
+    summary: str = ""
+    report: RunReport | None = None
+    started: float = field(default_factory=time.time)
+    _results: dict[str, _Partial] = field(default_factory=dict)
+    _roadmap: tuple[Roadmap | None, list[Problem]] | None = None
+
+    def roadmap(self) -> tuple[Roadmap | None, list[Problem]]:
+        """The roadmap, loaded once per run, or the problems that kept it from loading."""
+        if self._roadmap is None:
+            try:
+                self._roadmap = (load_roadmap_of(self.project), [])
+            except DefinitionError as error:
+                self._roadmap = (None, error.problems)
+        return self._roadmap
+
+    def record(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """Fold one phase's report into the item's result; other tests only count when they fail."""
+        if not isinstance(item, GateItem):
+            if report.failed:
+                self.other_failures += 1
+            return
+        entry = self._results.setdefault(item.nodeid, _Partial(item.identity))
+        entry.duration += report.duration
+        found = item.stash.get(RECORD, None)
+        if found is not None:
+            entry.checks, entry.rejected_by = found.checks, found.rejected_by
+        if report.skipped:
+            longrepr = report.longrepr
+            reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+            entry.outcome, entry.detail = "skipped", reason.removeprefix("Skipped: ")
+        elif report.failed:
+            harness_error = report.when != "call" or (found is not None and found.harness_error)
+            entry.outcome = "error" if harness_error else "failed"
+            text = report.longreprtext.strip()
+            entry.detail = text.splitlines()[0][:300] if text else report.when
+
+    def results(self) -> list[ItemResult]:
+        return [ItemResult(nodeid=nodeid, row=e.identity.row, gate=e.identity.gate, milestone=e.identity.milestone,
+                           kind=e.identity.kind.value, name=nodeid.rsplit("::", 1)[-1], outcome=e.outcome, checks=e.checks,
+                           detail=e.rejected_by if e.outcome == "passed" else e.detail, duration=round(e.duration, 6))
+                for nodeid, e in self._results.items()]
+
+    def scope(self, roadmap: Roadmap) -> list[str]:
+        """Rows this run judges: those asked for; else every row when every gate file was collected; else the collected."""
+        if self.requested_rows:
+            return list(self.requested_rows)
+        every = {p.resolve() for p in self.project.gate_files()}
+        collected = set(self.gate_files) | set(self.broken)
+        known = [r.id for r in roadmap.rows]
+        if every and every <= self.collected_files:
+            return known + [row for row in self.broken if row not in known]
+        return [row for row in known if row in collected] + [row for row in self.broken if row not in known]
+
+    def judge(self) -> RunReport:
+        roadmap, problems = self.roadmap()
+        items = self.results()
+        if roadmap is None:
+            message = "\n".join(str(p) for p in problems)
+            rows = sorted({i.row for i in items})
+            return with_unknown_rows(RunReport((), tuple(items)), {row: message for row in rows})
+        rows = self.scope(roadmap)
+        selected = {(i.row, i.gate) for i in self.selected} if self.deselected else None
+        report = build_report(roadmap, list(self.gate_files.values()), items, dict(self.broken), rows, selected)
+        return with_unknown_rows(report, {row: message for row, message in self.broken.items() if roadmap.row(row) is None})
+
+    def finish(self, config: pytest.Config | None, pytest_status: int) -> int:
+        """Judge the run, write its reports and return the session's exit status (config None: pytest did not run)."""
+        if self.audit:
+            lines = audit_lines(self.results())
+            code = audit_exit_code(lines)
+            self.summary = f"{audit_table(lines)}\n\naudit exit {int(code)}"
+            return self._combine(code, pytest_status)
+        report = self.judge()
+        self.report = report
+        code = self._combine(exit_code(report), pytest_status)
+        self.summary = f"{table(report)}\n\n{report.checks} checks in {time.time() - self.started:.1f}s; exit {code}"
+        if config is not None:
+            _add_claims_to_junit(config, report)
+        elif self.junit_path:
+            write_atomic(Path(self.junit_path), junit_claims(report))
+        meta = {"markexpr": (config.option.markexpr or "") if config is not None else self.meta.get("markexpr", ""), "rows": [r.row for r in report.rows],
+                "profile": current_profile_name(), **self.meta}
+        if self.json_path:
+            write_json(Path(self.json_path), report, code, meta)
+        if self.markdown_path:
+            write_atomic(Path(self.markdown_path), markdown(report, code))
+        return code
+
+    def _combine(self, verdict_code: ExitCode, pytest_status: int) -> int:
+        """The verdicts decide, except that pytest's aborts and failing tests that are not gate items still count."""
+        if pytest_status in _PYTEST_ABORTS:
+            return ExitCode.ERROR
+        if self.other_failures and verdict_code in (ExitCode.OK, ExitCode.EMPTY):
+            return ExitCode.CLAIM_NOT_MET
+        return int(verdict_code)
+
+
+def _add_claims_to_junit(config: pytest.Config, report: RunReport) -> None:
+    """One JUnit test case per row and milestone claim, so CI that reads JUnit sees what the row table says."""
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    for row in report.rows:
+        for claim in (*row.milestones, row.claim):
+            name = f"{row.row}::{claim.milestone or '(row)'}::claim[{claim.state}]"
+            outcome = "passed" if claim.claim_met else "failed"
+            longrepr = None if claim.claim_met else f"{claim.verdict.value}: {claim.reason}"
+            for when, result in (("call", outcome), ("teardown", "passed")):
+                xml.pytest_runtest_logreport(pytest.TestReport(
+                    nodeid=f"vllm-gates::{name}", location=("vllm-gates", 0, name), keywords={}, outcome=result,
+                    longrepr=longrepr if when == "call" else None, when=when, duration=0.0))
+
+
+def judge_without_items(project: Config, options: dict[str, Any]) -> int:
+    """Judge rows where there is no gate file to collect: the same verdicts and reports, printed here."""
+    run = GateRun(project, json_path=options.get("json"), markdown_path=options.get("markdown"), junit_path=options.get("junit"),
+                  meta={"markexpr": options.get("markexpr", "")})
+    roadmap, _ = run.roadmap()
+    if roadmap is not None:
+        run.requested_rows = tuple(options.get("rows") or (r.id for r in roadmap.rows))
+    code = run.finish(None, pytest.ExitCode.NO_TESTS_COLLECTED)
+    print(run.summary)
+    return code
