@@ -1,6 +1,7 @@
 """Oracle for TP-3.1: a real torch.distributed gloo world on loopback creates every group and runs collectives.
 
-Mirrors how vllm/distributed/parallel_state.py has every rank create every group, in table order.
+A different derivation: the groups come from vLLM's torch reshape/transpose algorithm (oracles.layout, after
+vllm/distributed/parallel_state.py) and the members, ranks and sums from gloo, not from the impl's strides.
 """
 from __future__ import annotations
 
@@ -16,17 +17,27 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from oracles.layout import vllm_group_tables
+
+Dims = Mapping[str, int]
 Tables = Mapping[str, Sequence[Sequence[int]]]
 _ROOT = Path(__file__).resolve().parent.parent
 
 
-def _check_tables(world_size: int, layouts: Sequence[Tables]) -> None:
-    """Each kind's table must split ``range(world_size)`` into disjoint groups."""
+def _derive_tables(world_size: int, layouts: Sequence[Dims]) -> list[dict[str, list[list[int]]]]:
+    """Per layout, every kind's groups in vLLM's creation order, by the torch algorithm of oracles.layout."""
     if type(world_size) is not int or world_size < 1:
         raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
     if not layouts:
         raise ValueError("layouts must hold at least one layout")
-    for number, tables in enumerate(layouts):
+    tables = [vllm_group_tables(**dims) for dims in layouts]
+    _check_tables(world_size, tables)
+    return tables
+
+
+def _check_tables(world_size: int, per_layout: Sequence[Tables]) -> None:
+    """Each kind's table must split ``range(world_size)`` into disjoint groups."""
+    for number, tables in enumerate(per_layout):
         for kind, groups in tables.items():
             seen = sorted(rank for group in groups for rank in group)
             if seen != list(range(world_size)):
@@ -63,7 +74,7 @@ def _rank_main(rank: int, config: Mapping[str, Any], out_path: str) -> None:
     store = dist.TCPStore("127.0.0.1", config["port"], is_master=False, timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=config["world_size"], timeout=timeout)
     try:
-        observed = [_observe_layout(rank, tables) for tables in config["layouts"]]
+        observed = [_observe_layout(rank, tables) for tables in config["tables"]]
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -117,14 +128,15 @@ def _rank_process(rank: int, config: Mapping[str, Any], workdir: str) -> None:
         os._exit(code)
 
 
-def observe_gloo_world(world_size: int, layouts: Sequence[Tables], timeout_s: float = 120.0) -> list[list[dict]]:
-    """Run ``world_size`` gloo processes over the given group tables (kind -> groups, in creation order).
+def observe_gloo_world(world_size: int, layouts: Sequence[Dims], timeout_s: float = 120.0) -> list[list[dict]]:
+    """Run ``world_size`` gloo processes over the groups that vLLM's algorithm derives from each layout's sizes.
 
-    Returns ``observed[layout][rank][kind] = [members by group rank (all_gather), rank in group, all_reduce
+    A layout is plain ints ``{tp, pcp, pp, dp, external_dp, dcp}`` (absent ones are 1); every rank creates
+    every kind's groups in the order tp, dcp, pcp, pp, dp, ep. Returns ``observed[layout][rank][kind] = [members by group rank (all_gather), rank in group, all_reduce
     sum of rank ids]``. Raises TimeoutError past ``timeout_s``; no process outlives the call (the ranks
     run in their own session, which is killed as a whole).
     """
-    _check_tables(world_size, layouts)
+    tables = _derive_tables(world_size, layouts)
     import torch.distributed as dist
 
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=timeout_s))
@@ -132,8 +144,7 @@ def observe_gloo_world(world_size: int, layouts: Sequence[Tables], timeout_s: fl
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
     with tempfile.TemporaryDirectory(prefix="gloo-world-") as tmp:
         Path(tmp, "config.json").write_text(
-            json.dumps({"port": store.port, "world_size": world_size, "timeout_s": timeout_s,
-                        "layouts": [{k: [list(g) for g in v] for k, v in t.items()} for t in layouts]})
+            json.dumps({"port": store.port, "world_size": world_size, "timeout_s": timeout_s, "tables": tables})
         )
         launcher = subprocess.Popen(
             [sys.executable, "-c", f"from oracles.collectives import _launch; _launch({tmp!r})"],

@@ -63,6 +63,8 @@ def cmd_list(args: argparse.Namespace, project: Project) -> int:
                     props = f", properties x{gate.properties.max_examples}" if gate.properties else ""
                     print(f"    {gate.id}  markers={','.join(gate.markers)}  covers={','.join(gate.covers)}  "
                           f"cases={len(gate.cases)}{props}, known_bad={len(gate.known_bad)}")
+                    if gate.description:
+                        print(f"      {gate.description}")
         if gate_file is None and row.id not in project.broken:
             print("  (no gate file)")
     _print_broken(project)

@@ -53,8 +53,7 @@ class Reader:
         for name in sorted(required - set(mapping)):
             self.problem(mapping.location, f"{key}.{name}" if key else name, "required key is missing")
 
-    def string(self, mapping: YMap, name: str, key: str, pattern: re.Pattern[str] | None = None,
-               required: bool = True) -> str | None:
+    def string(self, mapping: YMap, name: str, key: str, pattern: re.Pattern[str] | None = None) -> str | None:
         if name not in mapping:
             return None
         value = mapping[name]

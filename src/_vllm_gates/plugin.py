@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 from _vllm_gates.checks import ResolvedGate
-from _vllm_gates.config import Config, load_config
+from _vllm_gates.config import load_config
 from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.gatefile import load_gate_file, peek_row_id
 from _vllm_gates.items import AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items

@@ -16,7 +16,7 @@ from _vllm_gates.audit import audit_exit_code, audit_lines, audit_table
 from _vllm_gates.config import Config
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.exitcodes import ExitCode
-from _vllm_gates.items import RECORD, GateItem, ItemIdentity, ItemKind
+from _vllm_gates.items import RECORD, GateItem, ItemIdentity
 from _vllm_gates.model import GateFile, Roadmap
 from _vllm_gates.profiles import current_profile_name
 from _vllm_gates.project import load_roadmap_of

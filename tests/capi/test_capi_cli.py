@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gates.rows.capi_abi.subjects import engine_params_via_python, same_engine_params
+from gates.rows.capi_abi.compare import same_engine_params
+from gates.rows.capi_abi.subjects import engine_params_via_python
 from impl.entrypoints import example_cli
 
 pytestmark = pytest.mark.cpu

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gates.rows.capi_abi import compare
 from gates.rows.capi_abi import subjects as adapters
 from gates.rows.capi_abi import build as inputs
 from gates.rows.capi_abi import known_bad as bad
@@ -25,9 +26,9 @@ def _outcome(target, call):
     except Exception as exc:  # the exception is the outcome being compared
         return ("raised", type(exc).__name__)
     if hasattr(value, "gpu_memory_utilization_is_explicit"):
-        return adapters.describe(value)
+        return compare.describe(value)
     if hasattr(value, "_fields_"):
-        return adapters.member_values(value)
+        return compare.member_values(value)
     return value
 
 

@@ -5,7 +5,7 @@ import ctypes
 
 import pytest
 
-from gates.rows.capi_abi.subjects import member_values
+from gates.rows.capi_abi.compare import member_values
 from gates.rows.capi_abi import build as inputs
 from impl.capi import VLLM_ABI_VERSION, ModelParams, VllmStatus, model_params_default, open_library
 from impl.capi.abi import FIELD_SINCE

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from gates.rows.backend_distributed_tp.build_gloo import oracle_layouts
 from gates.rows.backend_distributed_tp.subjects_gloo import predict_gloo_observations
-from impl.distributed.parallel_layout import ParallelDims
+from impl.distributed.parallel_layout import GROUP_KINDS, ParallelDims
 from oracles import collectives
 from oracles.layout import KINDS, vllm_group_ranks, vllm_group_tables, vllm_rank_groups
 
@@ -36,21 +37,38 @@ def test_layout_oracle_tables_and_rank_lookup() -> None:
 
 
 @pytest.mark.cpu
-def test_collective_oracle_refuses_tables_that_do_not_split_the_world() -> None:
-    with pytest.raises(ValueError, match="the tp groups .* do not split ranks 0..3"):
-        collectives.observe_gloo_world(4, [{"tp": [[0, 1], [1, 2]]}])
+def test_collective_oracle_refuses_layouts_that_do_not_split_the_world() -> None:
+    with pytest.raises(ValueError, match=r"layout 1: the tp groups \[\[0, 1\]\] do not split ranks 0..3"):
+        collectives.observe_gloo_world(4, [{"tp": 4}, {"tp": 2}])
     with pytest.raises(ValueError, match="at least one layout"):
         collectives.observe_gloo_world(4, [])
     with pytest.raises(ValueError, match="world_size must be an int >= 1, got True"):
-        collectives.observe_gloo_world(True, [{"tp": [[0]]}])  # type: ignore[arg-type]
+        collectives.observe_gloo_world(True, [{"tp": 1}])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tp=4 is not a multiple of dcp=3"):
+        collectives.observe_gloo_world(4, [{"tp": 4, "dcp": 3}])
+
+
+@pytest.mark.cpu
+def test_collective_oracle_derives_vllm_tables_in_group_kind_order() -> None:
+    tables = collectives._derive_tables(8, [{"dp": 2, "tp": 4, "dcp": 2}])
+    assert tables == [vllm_group_tables(dp=2, tp=4, dcp=2)]
+    assert tuple(tables[0]) == GROUP_KINDS
+    assert tables[0]["dcp"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+@pytest.mark.cpu
+def test_gloo_oracle_builder_passes_plain_sizes_only() -> None:
+    call = oracle_layouts({"layouts": [{"dp": 2, "pp": 2, "tp": 2}, {"dp": 2, "tp": 4, "dcp": 2}]})
+    assert call.kwargs == {"world_size": 8, "layouts": [{"dp": 2, "pp": 2, "tp": 2}, {"dp": 2, "tp": 4, "dcp": 2}]}
+    with pytest.raises(ValueError, match=r"must share a world size, got \[2, 4\]"):
+        oracle_layouts({"layouts": [{"tp": 2}, {"tp": 4}]})
 
 
 @pytest.mark.cpu
 @pytest.mark.dist
 def test_gloo_world_observes_what_the_impl_predicts() -> None:
-    dims = ParallelDims(dp=2, tp=2)
-    tables = {kind: vllm_group_ranks(kind, dp=2, tp=2) for kind in KINDS}
-    assert collectives.observe_gloo_world(4, [tables], timeout_s=60) == predict_gloo_observations([dims])
+    observed = collectives.observe_gloo_world(4, [{"dp": 2, "tp": 2}], timeout_s=60)
+    assert observed == predict_gloo_observations([ParallelDims(dp=2, tp=2)])
 
 
 def _session_members(session: int) -> list[int]:
@@ -78,9 +96,8 @@ def test_a_world_past_its_timeout_is_killed_whole(monkeypatch: pytest.MonkeyPatc
         return launched[-1]
 
     monkeypatch.setattr(collectives.subprocess, "Popen", recording_popen)
-    tables = {"tp": [[0, 1], [2, 3]]}
     with pytest.raises(TimeoutError, match="ran past 0.5 s"):
-        collectives.observe_gloo_world(4, [tables], timeout_s=0.5)
+        collectives.observe_gloo_world(4, [{"dp": 2, "tp": 2}], timeout_s=0.5)
     assert len(launched) == 1 and launched[0].returncode is not None
     assert _session_members(launched[0].pid) == []
     assert os.getsid(0) != launched[0].pid

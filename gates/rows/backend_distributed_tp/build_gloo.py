@@ -1,14 +1,18 @@
-"""Builders for the gloo gate: ``{layouts: [dims, ...]}`` -> the impl's layouts, and the oracle's plain tables.
+"""Builders for the gloo gate: ``{layouts: [dims, ...]}`` -> the impl's ParallelDims, and the oracle's plain dims.
 
-The oracle gets the impl's group tables as plain lists, creates those groups in a real gloo world and
-reports what each rank observed; the impl side predicts the same from ``rank_group``.
+The oracle gets only the sizes and derives every group itself (vLLM's torch algorithm, as in upstream
+vllm/distributed/parallel_state.py) in a real gloo world; the impl side predicts the report from ``rank_group``.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from vllm_gates import Call
-from impl.distributed.parallel_layout import GROUP_KINDS, ParallelDims, group_ranks
+from impl.distributed.parallel_layout import ParallelDims
+
+_RANK_AXES = ("external_dp", "dp", "pp", "pcp", "tp")
+"""The sizes whose product is the world; dcp splits TP groups and adds no ranks."""
 
 
 def impl_layouts(data: Mapping[str, Any]) -> Call:
@@ -16,11 +20,10 @@ def impl_layouts(data: Mapping[str, Any]) -> Call:
     return Call(args=([ParallelDims(**dims) for dims in data["layouts"]],))
 
 
-def oracle_tables(data: Mapping[str, Any]) -> Call:
-    """``world_size`` and, per layout, every kind's group table in creation order, as plain lists."""
-    layouts = [ParallelDims(**dims) for dims in data["layouts"]]
-    sizes = {dims.world_size for dims in layouts}
+def oracle_layouts(data: Mapping[str, Any]) -> Call:
+    """``world_size`` and every layout's sizes as a plain dict; no group table and nothing from impl."""
+    layouts = [dict(dims) for dims in data["layouts"]]
+    sizes = {math.prod(dims.get(axis, 1) for axis in _RANK_AXES) for dims in layouts}
     if len(sizes) != 1:
         raise ValueError(f"the layouts of one gloo world must share a world size, got {sorted(sizes)}")
-    tables = [{kind: group_ranks(dims, kind) for kind in GROUP_KINDS} for dims in layouts]
-    return Call(kwargs={"world_size": sizes.pop(), "layouts": tables})
+    return Call(kwargs={"world_size": sizes.pop(), "layouts": layouts})

@@ -13,7 +13,6 @@ from typing import Any
 
 from enum import IntEnum
 
-from gates.rows.capi_abi.subjects import default_returned_by_value, load_verdict, pool_from_members, through_c, verdict
 from impl.capi import history as good_history
 from impl.capi.abi import FIELD_SINCE, MEMBERS, ModelParams, VllmStatus
 from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, engine_params_from_c, engine_params_from_values
@@ -25,6 +24,8 @@ from impl.capi.load import LoadResult, engine_load
 from impl.entrypoints import example_cli
 from impl.entrypoints.model_loader import DEFAULT_GPU_MEMORY_UTILIZATION, EngineParams
 from impl.v1.kv_cache_interface import KVCacheConfig
+
+from .subjects import default_returned_by_value, load_verdict, pool_from_members, through_c, verdict
 
 
 def _mirror(label: str, *, retype: dict[str, type] | None = None,

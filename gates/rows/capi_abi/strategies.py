@@ -8,8 +8,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from gates.rows.capi_abi.build import V16_MEMBERS
 from impl.capi.abi import MEMBERS
+
+from .build import V16_MEMBERS
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

@@ -1,17 +1,15 @@
-"""Adapters that run impl.capi through the compiled C oracles and give the CAPI-ABI gates plain results.
+"""Subjects of the CAPI-ABI gates: impl.capi run through the compiled C oracles, giving plain results.
 
-Each public function is a gate's ``impl`` (or ``oracle``/``compare``) target; the helpers taking a struct
-class or member mappings let ``gates/known_bad/capi.py`` run the same path with one wrong piece.
+Each public function is a gate's ``impl`` (or ``oracle``) target; the helpers taking a struct class or member
+mappings let ``known_bad.py`` run the same path with one wrong piece. Comparisons live in ``compare.py``.
 """
 from __future__ import annotations
 
 import ctypes
 import re
 import warnings
-from dataclasses import fields
 from typing import Any, Callable, Mapping, Sequence
 
-from gates.rows.capi_abi.build import SPEC_HEADER
 from impl.capi.abi import ModelParams
 from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, c_values_from_engine, engine_params_from_values
 from impl.capi.library import open_library
@@ -22,49 +20,11 @@ from impl.entrypoints.model_loader import EngineParams, resolve_num_blocks
 from impl.v1.kv_cache_interface import KVCacheConfig
 from oracles.abi.library import load
 
+from .build import SPEC_HEADER
+from .compare import describe
+
+
 _NAMED_MEMBER = re.compile(r"vllm_model_params\.([A-Za-z_]\w*)")
-
-
-def describe(params: EngineParams) -> dict[str, Any]:
-    """Every field of ``params`` plus whether the utilization was chosen (``==`` alone cannot tell)."""
-    view = {f.name: getattr(params, f.name) for f in fields(params)}
-    view["gpu_memory_utilization"] = float(params.gpu_memory_utilization)
-    view["gpu_memory_utilization_is_explicit"] = params.gpu_memory_utilization_is_explicit
-    return view
-
-
-def _strict(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and (a == b or (a != a and b != b))
-
-
-def same_engine_params(actual: Any, expected: Any) -> bool:
-    """Two EngineParams agree field by field (types included) and in explicitness; a mapping names the
-    fields to check, by :func:`describe` keys."""
-    if not isinstance(actual, EngineParams):
-        return False
-    view = describe(actual)
-    wanted = describe(expected) if isinstance(expected, EngineParams) else expected
-    if not isinstance(wanted, Mapping) or not set(wanted) <= set(view):
-        return False
-    return all(_strict(view[key], wanted[key]) for key in wanted)
-
-
-def member_values(struct: Any) -> dict[str, Any]:
-    """A struct's members as plain values (strings decoded as UTF-8); a mapping passes through."""
-    if isinstance(struct, Mapping):
-        return dict(struct)
-    if not isinstance(struct, ctypes.Structure):
-        raise TypeError(f"expected a ctypes struct or a mapping of members, got {type(struct).__name__}")
-    values = {name: getattr(struct, name) for name, _ in struct._fields_}
-    return {k: v.decode("utf-8") if isinstance(v, bytes) else v for k, v in values.items()}
-
-
-def same_members(actual: Any, expected: Any) -> bool:
-    """A struct (or member mapping) has exactly the expected members and values, types included."""
-    if not all(isinstance(v, (ctypes.Structure, Mapping)) for v in (actual, expected)):
-        return False
-    got, want = member_values(actual), member_values(expected)
-    return got.keys() == want.keys() and all(_strict(got[k], want[k]) for k in got)
 
 
 def through_c(params: EngineParams, struct: type[ctypes.Structure] = ModelParams,
@@ -129,14 +89,6 @@ def verdict(result: LoadResult) -> dict[str, Any]:
         read = {name: view[name] for name in (*MEMBER_NAMES, "gpu_memory_utilization_is_explicit")}
     return {"status": result.status.name, "code": int(result.status), "field": named.group(1) if named else None,
             "num_blocks": result.num_blocks, "read": read}
-
-
-def verdicts_agree(actual: Any, expected: Any) -> bool:
-    """``actual`` has every key of ``expected`` with an equal value (types included; a case may name a subset)."""
-    if not isinstance(actual, Mapping) or not isinstance(expected, Mapping) or not set(expected) <= set(actual):
-        return False
-    return all(verdicts_agree(actual[k], v) if isinstance(v, Mapping) else _strict(actual[k], v)
-               for k, v in expected.items())
 
 
 def load_verdict(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:

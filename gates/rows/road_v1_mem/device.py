@@ -16,14 +16,15 @@ from typing import Any, Callable
 
 import torch
 
-from gates.rows.road_v1_mem.subjects_profile import BudgetFn, kv_budget
-from gates.rows.road_v1_mem.build_profile import kv_probe
+from impl.worker.gpu_worker import BudgetFn, determine_available_memory
 from impl.entrypoints.model_loader import EngineParams, resolve_num_blocks
 from impl.v1.kv_cache_interface import kv_bytes_per_block
 from impl.worker.device_memory import CudaMemoryReader
 from impl.worker.memory_profiler import memory_profiling
 from impl.worker.memory_snapshot import measure_snapshot
 from impl.worker.profile_workload import DecoderGeometry, build_profile_decoder, profile_run
+
+from .build_profile import kv_probe
 
 CHECKS = ("pool_within_budget", "one_more_block_exceeds", "activation_peak_positive")
 
@@ -118,5 +119,5 @@ def device_profile_check(geometry: Mapping[str, Any], kv: Mapping[str, Any], gpu
                          max_num_batched_tokens: int, max_num_seqs: int, foreign_bytes: int,
                          non_torch_bytes: int) -> dict[str, bool]:
     """Gate target of profile-on-device: the MEM-3.9 checks for the correct budget."""
-    return run_device_check(kv_budget, geometry, kv, gpu_memory_utilization, max_num_batched_tokens, max_num_seqs,
+    return run_device_check(determine_available_memory, geometry, kv, gpu_memory_utilization, max_num_batched_tokens, max_num_seqs,
                             foreign_bytes, non_torch_bytes)

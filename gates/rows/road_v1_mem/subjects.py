@@ -12,9 +12,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
-from gates.rows.road_v1_mem.build import impl_spec
 from impl.entrypoints.cli_args import add_sizing_arguments, engine_params_from_args
 from impl.entrypoints.model_loader import EngineParams, UtilizationNotAppliedWarning, resolve_num_blocks
+
+from .build import impl_spec
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "models"
 

@@ -3,9 +3,10 @@ counted from 1, and members listed in descending order (self-consistent, but not
 """
 from __future__ import annotations
 
-from gates.rows.backend_distributed_tp.subjects_gloo import predictor
-from gates.rows.backend_distributed_tp.known_bad.layout import one_based_rank_group, unchecked_group
 from impl.distributed.parallel_layout import ParallelDims, RankGroup, rank_group
+
+from ..subjects_gloo import predictor
+from .layout import one_based_rank_group, unchecked_group
 
 local_rank_off_by_one = predictor(one_based_rank_group)
 """Predicts ``ranks.index(rank) + 1`` as the rank's place in its gloo group."""

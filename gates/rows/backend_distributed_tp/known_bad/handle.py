@@ -9,8 +9,9 @@ from typing import Any, Iterator
 
 import torch
 
-from gates.rows.backend_distributed_tp.scenarios import IMPL_API, HandleApi, run_scenario
 from impl.distributed.tensor_parallel import TensorParallel
+
+from ..scenarios import IMPL_API, HandleApi, run_scenario
 
 
 class _GlobalSlot:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from gates.rows.backend_distributed_tp.subjects import every_rank, layout_query
 from impl.distributed.parallel_layout import ParallelDims, RankGroup, group_ranks, rank_coords, rank_group
+
+from ..subjects import every_rank, layout_query
 
 # --- group tables: same signature as group_ranks(dims, kind) ---------------------------------------------
 

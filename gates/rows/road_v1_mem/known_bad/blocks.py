@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gates.rows.road_v1_mem.build import impl_spec
 from impl.v1.kv_cache_interface import (
     FP8_DS_MLA,
     AttentionSpec,
@@ -17,6 +16,8 @@ from impl.v1.kv_cache_interface import (
     MLAAttentionSpec,
     kv_bytes_per_block,
 )
+
+from ..build import impl_spec
 
 
 def _mla_doubled(spec: Any) -> int:

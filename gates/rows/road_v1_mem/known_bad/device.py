@@ -4,8 +4,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gates.rows.road_v1_mem.device import run_device_check
-from gates.rows.road_v1_mem.known_bad.profile import free_memory_budget, late_baseline_budget, weightless_budget
+from ..device import run_device_check
+from .profile import free_memory_budget, late_baseline_budget, weightless_budget
 
 
 def device_budget_from_free(geometry: Mapping[str, Any], kv: Mapping[str, Any], gpu_memory_utilization: float,

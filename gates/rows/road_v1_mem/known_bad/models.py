@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gates.rows.road_v1_mem.subjects import kv_plan_summary, model_bytes_per_block, model_config
+from ..subjects import kv_plan_summary, model_bytes_per_block, model_config
 
 # --- model_bytes_per_block(model, tensor_parallel_size, block_size, kv_cache_dtype="auto") ---------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from gates.rows.road_v1_mem.subjects_profile import num_blocks_with
+from impl.worker.gpu_worker import num_blocks_with
 from impl.entrypoints.model_loader import EngineParams, resolve_num_blocks
 from impl.v1.kv_cache_interface import KVCacheConfig
 from impl.worker.kv_budget import KVCacheBudget, kv_cache_budget, request_memory

@@ -6,10 +6,11 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from gates.rows.road_v1_mem.subjects import blocks_and_warning, params_from_argv, params_view
 from impl.entrypoints.model_loader import EngineParams, resolve_num_blocks
 from impl.entrypoints.sizes import BINARY_UNITS, parse_size
 from impl.v1.kv_cache_interface import kv_bytes_per_block
+
+from ..subjects import blocks_and_warning, params_from_argv, params_view
 
 # --- resolve_num_blocks(params, probe, profile=None) ---------------------------------------------------
 
