@@ -10,7 +10,7 @@ import yaml
 
 from _vllm_gates.gatefile import load_gate_file
 from _vllm_gates.roadmap import load_roadmap
-from _vllm_gates.yamlsource import DefinitionError
+from _vllm_gates.errors import DefinitionError
 
 jsonschema = pytest.importorskip("jsonschema")
 pytestmark = pytest.mark.cpu

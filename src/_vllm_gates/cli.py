@@ -13,7 +13,7 @@ from typing import Iterator
 from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_root, load_config
 from _vllm_gates.errors import DefinitionError
 from _vllm_gates.exitcodes import ExitCode
-from _vllm_gates.project import Project, load_project
+from _vllm_gates.project import Project, load_project, unknown_row
 
 MARKER_CHOICES_HELP = "a marker of the project ([tool.vllm-gates] markers), or all"
 EPILOG = ("exit codes: 0 every row meets its claimed state; 1 a claim is not met; 2 usage error; "
@@ -35,10 +35,9 @@ def _project_config(root_option: Path | None) -> Config:
 
 
 def _check_rows(project: Project, rows: list[str]) -> None:
-    known = [r.id for r in project.roadmap.rows]
-    for row in rows:
-        if row not in known:
-            raise UsageError(f"unknown row {row!r} (rows: {', '.join(known)})")
+    refused = unknown_row(project.roadmap, rows)
+    if refused:
+        raise UsageError(refused)
 
 
 def _check_marker(config: Config, marker: str) -> None:

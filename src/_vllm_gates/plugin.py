@@ -14,11 +14,12 @@ import pytest
 
 from _vllm_gates.checks import ResolvedGate
 from _vllm_gates.config import load_config
-from _vllm_gates.errors import DefinitionError, Location, Problem
+from _vllm_gates.errors import DefinitionError
 from _vllm_gates.gatefile import load_gate_file, peek_row_id
 from _vllm_gates.items import AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items
 from _vllm_gates.model import Gate
 from _vllm_gates.profiles import load_default_profile, register_profiles
+from _vllm_gates.project import second_gate_file, unknown_row
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import check_same_signature, resolve
 
@@ -64,10 +65,9 @@ def _requested_rows(run: GateRun, rows: list[str], changed_since: str | None) ->
     if not rows and not changed_since:
         return None
     roadmap, _ = run.roadmap()
-    known = [r.id for r in roadmap.rows] if roadmap else []
-    unknown = [row for row in rows if roadmap and row not in known]
-    if unknown:
-        raise pytest.UsageError(f"--gates-row {unknown[0]!r} is not a row of {run.project.roadmap} (rows: {', '.join(known)})")
+    refused = unknown_row(roadmap, rows) if roadmap else None
+    if refused:
+        raise pytest.UsageError(f"--gates-row: {refused} in {run.project.roadmap}")
     if changed_since:
         from _vllm_gates.project import load_project
         from _vllm_gates.selection import SelectionError, rows_affected_since
@@ -113,8 +113,7 @@ class GateFileNode(pytest.File):
             return
         first = run.row_files.setdefault(gate_file.row, gate_file.path)
         if first != gate_file.path:
-            where = gate_file.row_location or Location(gate_file.path, 1, 1)
-            problem = Problem(where, "row", f"{gate_file.row} already has gate file {first}; a row has one gate file")
+            problem = second_gate_file(gate_file, first)
             run.broken[gate_file.row] = str(problem)
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=[problem], **common)
             return

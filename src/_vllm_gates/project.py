@@ -28,6 +28,19 @@ class Project:
         return next((gf for gf in self.gate_files if gf.row == row), None)
 
 
+def second_gate_file(gate_file: GateFile, first: str) -> Problem:
+    """A row has one gate file: the problem of a second one, at its `row:` line."""
+    where = gate_file.row_location or Location(gate_file.path, 1, 1)
+    return Problem(where, "row", f"{gate_file.row} already has gate file {first}; a row has one gate file")
+
+
+def unknown_row(roadmap: Roadmap, rows: list[str]) -> str | None:
+    """Why the first of ``rows`` that the roadmap does not have is refused; None when all are rows."""
+    known = [r.id for r in roadmap.rows]
+    missing = [row for row in rows if row not in known]
+    return f"unknown row {missing[0]!r} (rows: {', '.join(known)})" if missing else None
+
+
 def load_roadmap_of(config: Config) -> Roadmap:
     """The configured roadmap; DefinitionError when it is missing or malformed."""
     path = config.root / config.roadmap
@@ -48,9 +61,7 @@ def load_project(config: Config) -> Project:
             broken[peek_row_id(path)] = (path, str(error))
             continue
         if gate_file.row in paths:
-            where = gate_file.row_location or gate_file.path
-            first = paths[gate_file.row].relative_to(config.root).as_posix()
-            broken[gate_file.row] = (path, f"{where}: row: {gate_file.row} already has gate file {first}; a row has one gate file")
+            broken[gate_file.row] = (path, str(second_gate_file(gate_file, paths[gate_file.row].relative_to(config.root).as_posix())))
             continue
         gate_files.append(gate_file)
         paths[gate_file.row] = path

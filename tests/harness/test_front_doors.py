@@ -157,3 +157,13 @@ def test_the_readme_row_template_is_the_example_projects_row_verbatim():
     assert gate == (EXAMPLE / "gates" / "rows" / "example" / "gate.yaml").read_text(encoding="utf-8")
     toml = _fenced_after(readme, "Its `pyproject.toml` says which packages targets may name:")
     assert toml.strip() and toml in (EXAMPLE / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_the_engines_wheel_holds_the_engine_alone():
+    """The wheel's packages come from src/: this repository's rows, fixtures, impl and oracles are content, not the tool."""
+    setuptools = pytest.importorskip("setuptools")
+    found = sorted(setuptools.find_packages(str(Path(__file__).resolve().parents[2] / "src")))
+    assert found == ["_vllm_gates", "vllm_gates"]
+    import vllm_gates
+
+    assert vllm_gates.__all__ == ["Call", "__version__"]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from _vllm_gates.gatefile import FILE_KEYS_OPTIONAL, FILE_KEYS_REQUIRED, GATE_KEYS_OPTIONAL, GATE_KEYS_REQUIRED, load_gate_file
 from _vllm_gates.model import GateFile
 from _vllm_gates.roadmap import load_roadmap
-from _vllm_gates.yamlsource import DefinitionError
+from _vllm_gates.errors import DefinitionError
 
 pytestmark = pytest.mark.cpu
 
