@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 
 from oracles.kv_allocation import PagedLayer, StateLayer, allocated_bytes, marginal_bytes_per_block, page_bytes_of_layer
 from oracles.kv_budget import blocks_for_knobs, largest_pool_within
+from oracles import kv_sizes
 from oracles.kv_sizes import read_size
 
 pytestmark = pytest.mark.cpu
@@ -55,10 +57,62 @@ def test_budget_search_is_the_floor():
         largest_pool_within([StateLayer("g", ((4,),), (torch.float32,))], 10**6)
 
 
-def test_size_oracle():
-    assert read_size("4GiB", what="x") == 4 * 2**30 and read_size("25.6k", what="x") == 25600
-    with pytest.raises(ValueError):
-        read_size("4.5G", what="x")
+SIZES_READ = {  # text: bytes, worked out by hand
+    "4294967296": 4294967296, "0": 0, "007": 7, "4GiB": 4 * 2**30, "4 GiB": 4 * 2**30, "4G": 4 * 2**30,
+    "4g": 4 * 10**9, "4GB": 4 * 10**9, "4  GB": 4 * 10**9, "25.6k": 25600, "1.5GB": 1_500_000_000,
+    "512KiB": 524288, "1TiB": 2**40, "2T": 2 * 2**40, "3t": 3 * 10**12, "7m": 7 * 10**6, "7M": 7 * 2**20,
+    "7MB": 7 * 10**6, "7MiB": 7 * 2**20, "1K": 1024, "1KB": 1000, "1k": 1000, " 16M ": 16 * 2**20,
+    "\t4k\n": 4000, "\u30004 GB\u00a0": 4 * 10**9, "0.5k": 500, "1.0005m": 1_000_500, "0.000001m": 1,
+    "3.0k": 3000, "1.250KB": 1250, "0.0KB": 0, "00.5k": 500,
+}
+SIZES_REFUSED = [  # text: refused, each for a reason MEM-1.9/MEM-1.10 names
+    "", " ", "4.5G", "1.5GiB", "4.0G", "0.5K", "1.0005k", "0.0000001m", "3.0", "4gb", "4GIB", "4gib", "4Gib", "4kB",
+    "4B", "4 B", "4b", "4Ki", "4iB", "4PiB", "-1", "+4", "\u22124k", "1e9", "1E3k", "1_000", "4_GiB", "\uff14GiB",
+    "\u0664", "\u00b2", "4.", ".5k", "4..5k", "1.2.3k", "4,5k", "4\tGB", "4\u00a0GB", "4\u3000GiB", "4-GB",
+    "4GG", "4GiBGiB", "4 k k", "4kG", "GiB", "GiB4", "4 096", "0x10", "4 GiB B", "4 bytes",
+]
+
+
+@pytest.mark.parametrize(("text", "size"), SIZES_READ.items(), ids=repr)
+def test_size_oracle_reads(text, size):
+    assert read_size(text, what="--kv-cache-memory") == size
+
+
+@pytest.mark.parametrize("text", SIZES_REFUSED, ids=repr)
+def test_size_oracle_refuses_quoting_the_text(text):
+    with pytest.raises(ValueError, match=re.escape(repr(text))):
+        read_size(text, what="--kv-cache-memory")
+
+
+def test_size_oracle_refuses_non_text():
+    for value in (4, 4.0, b"4G", None):
+        with pytest.raises(TypeError):
+            read_size(value, what="--kv-cache-memory")
+
+
+def test_size_oracle_units_are_the_sixteen_spellings():
+    assert {spelling: unit.scale for spelling, unit in kv_sizes.SPELLINGS.items()} == {
+        "": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+        "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def test_size_oracle_trims_exactly_what_str_strip_trims():
+    """Whitespace at either end is dropped in Unicode's sense (as ``str.strip``), inside only U+0020 separates."""
+    for code in range(0x3001):
+        char = chr(code)
+        if char.isspace():
+            assert read_size(f"{char}4k{char}", what="x") == 4000
+            if char != " ":
+                with pytest.raises(ValueError):
+                    read_size(f"4{char}k", what="x")
+
+
+def test_size_oracle_huge_inexact_sizes_are_value_errors():
+    """Far past float range a non-whole size is still a ValueError quoting the text (no float in the way)."""
+    text = "2" + "0" * 305 + ".0005k"
+    with pytest.raises(ValueError, match="not a whole number of bytes"):
+        read_size(text, what="x")
+    assert read_size("2" + "0" * 305 + ".5k", what="x") == 2 * 10**308 + 500
 
 
 def _imports(path: Path) -> set[str]:

@@ -114,22 +114,119 @@ def sizing_inputs(draw: st.DrawFn) -> dict[str, Any]:
     return data
 
 
-_UNITS = ["", "k", "m", "g", "t", "K", "M", "G", "T", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
-          "B", "b", "kb", "gb", "Gb", "GIB", "gib", "Ki", "KIB", "e9", "_000", "x"]
+# The size grammar (MEM-1.9, MEM-1.10), written out by hand for generating, not shared with impl or oracle.
+_SIZE_UNITS = ["k", "m", "g", "t", "K", "M", "G", "T", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB"]
+_DECIMAL_SIZE_UNITS = {"k": 3, "m": 6, "g": 9, "t": 12, "KB": 3, "MB": 6, "GB": 9, "TB": 12}  # unit: digits of 10^n
+_SIZE_PADDING = ["", "", "", " ", "  ", "\t", "\n", " \r\n", "\xa0", "\u3000"]  # str.strip removes each of them
+_SIZE_SEPARATORS = ["", "", "", " ", "  "]  # what may stand between number and unit
+_SIZE_BAD_SEPARATORS = ["\t", "\xa0", "\u2009", "\u3000", "_", "-", ".", ",", "\n"]
+_SIZE_BAD_UNITS = ["B", "gb", "GIB", "kb", "KIB", "gib",  # the first six drawn more often: MEM-1.10 names such
+                   "b", "kB", "Kb", "mb", "Gb", "gB", "tb", "Gib", "gIB", "kiB", "Ki", "Gi", "i", "iB", "GiBs",
+                   "Gbit", "KiiB", "KBi", "bytes", "byte", "P", "p", "PB", "PiB", "E", "EiB", "x", "\u00b5", "GiB.",
+                   "G.", "k.", "\u0131B"]
+_SIZE_SIGNS = ["+", "-", "+", "-", "\u2212", "\u00b1"]
+# zeros of digit runs str.isdigit/int() would take: full-width, Arabic-Indic, Devanagari, subscript
+_SIZE_FOREIGN_DIGITS = ["\uff10", "\u0660", "\u0966", "\u2080"]
+_SIZE_TYPO_CHARS = "0123456789.,_ -+eEkKmMgGtTiIbBoOlx\t\u3000\uff14"
+
+
+@st.composite
+def _size_numbers(draw: st.DrawFn, unit: str) -> tuple[str, str | None]:
+    """A numeral (whole digits, fraction digits or None); leading and trailing zeros included."""
+    whole = draw(st.sampled_from(["0", "1", "4", "16", "25", "512"])
+                 | st.from_regex(r"0{0,2}[0-9]{1,12}", fullmatch=True))
+    if draw(st.integers(0, 2)) != 0:  # a fraction one time in three
+        return whole, None
+    # a decimal unit of 10^n gives whole bytes for up to n fraction digits: go both below and beyond n
+    digits = _DECIMAL_SIZE_UNITS.get(unit, 2)
+    fraction = draw(st.sampled_from(["0", "5", "6", "25", "0005"]) |
+                    st.from_regex(r"[0-9]{1,%d}0{0,3}" % (digits + 2), fullmatch=True))
+    return whole, fraction
+
+
+@st.composite
+def _well_formed_sizes(draw: st.DrawFn) -> str:
+    """Texts of the grammar: digits, an optional fraction, an optional separator and unit, padding around."""
+    unit = draw(st.sampled_from(["", ""] + _SIZE_UNITS))  # "": plain bytes
+    whole, fraction = draw(_size_numbers(unit))
+    number = whole if fraction is None else f"{whole}.{fraction}"
+    separator = draw(st.sampled_from(_SIZE_SEPARATORS)) if unit else ""
+    return draw(st.sampled_from(_SIZE_PADDING)) + number + separator + unit + draw(st.sampled_from(_SIZE_PADDING))
+
+
+def _flip_case(draw: st.DrawFn, text: str) -> str:
+    flips = draw(st.lists(st.booleans(), min_size=len(text), max_size=len(text)))
+    return "".join(c.swapcase() if flip else c for c, flip in zip(text, flips))
+
+
+@st.composite
+def _near_miss_sizes(draw: st.DrawFn) -> str:
+    """A well-formed size bent one way: the spellings a user or a port gets wrong (most are refused)."""
+    unit = draw(st.sampled_from(_SIZE_UNITS))
+    whole, fraction = draw(_size_numbers(unit))
+    number = whole if fraction is None else f"{whole}.{fraction}"
+    sep = draw(st.sampled_from(_SIZE_SEPARATORS))
+    kind = draw(st.sampled_from(["case", "case", "bad-unit", "bad-unit", "bad-unit", "sign", "sign", "typo", "typo",
+                                 "doubled", "underscore", "foreign-digits", "exponent", "dots", "separator",
+                                 "unit-first", "inner-space", "radix", "empty"]))
+    if kind == "case":  # "4gb", "4GIB", "4Gib", "4 kB", "4K" for "4k": only the exact spellings are units
+        case = draw(st.sampled_from([str.lower, str.upper, str.swapcase, str.capitalize, None]))
+        return number + sep + (_flip_case(draw, unit) if case is None else case(unit))
+    if kind == "bad-unit":  # "4B", "4 bytes", "4PiB"
+        return number + sep + draw(st.sampled_from(_SIZE_BAD_UNITS[:6]) | st.sampled_from(_SIZE_BAD_UNITS))
+    if kind == "doubled":  # "4GG", "4GiBGiB", "4 k k", "4kG"
+        return number + sep + unit + draw(st.sampled_from(["", " "])) + draw(st.sampled_from([unit] + _SIZE_UNITS))
+    if kind == "typo":  # one character inserted, deleted or replaced anywhere
+        text = number + sep + unit
+        at = draw(st.integers(0, len(text)))
+        typo = draw(st.sampled_from(_SIZE_TYPO_CHARS))
+        edit = draw(st.sampled_from(["insert", "delete", "replace"]))
+        if edit == "insert":
+            return text[:at] + typo + text[at:]
+        if edit == "delete":
+            return text[:at] + text[at + 1:]
+        return text[:at] + typo + text[at + 1:]
+    if kind == "sign":  # "-1", "+4GiB", "- 4 GB", "4-GB"
+        sign = draw(st.sampled_from(_SIZE_SIGNS))
+        where = draw(st.sampled_from(["front", "front", "front", "spaced", "after"]))
+        if where == "after":
+            return number + sign + unit
+        return sign + (" " if where == "spaced" else "") + number + draw(st.sampled_from(["", sep + unit]))
+    if kind == "underscore":  # "1_000", "4_GiB", "_4k"
+        at = draw(st.integers(0, len(number)))
+        return number[:at] + "_" + number[at:] + sep + unit
+    if kind == "foreign-digits":  # "４GiB": some or all digits swapped for look-alikes
+        zero = ord(draw(st.sampled_from(_SIZE_FOREIGN_DIGITS)))
+        swaps = draw(st.lists(st.booleans(), min_size=len(number), max_size=len(number)))
+        return "".join(chr(zero + int(c)) if swap and c.isdigit() else c for c, swap in zip(number, swaps)) + sep + unit
+    if kind == "exponent":  # "1e9", "1E3k", "2.5e-3G"
+        exponent = "".join(draw(st.sampled_from(part)) for part in (["e", "E"], ["", "+", "-"], ["0", "3", "9"]))
+        return number + exponent + draw(st.sampled_from(["", sep + unit]))
+    if kind == "dots":  # "4.", ".5k", "4..5G", "1.2.3k", "4,5k"
+        form = draw(st.sampled_from(["{w}.", "{w}.", ".{w}", ".{w}", "{w}..{w}", "{w}.{w}.{w}", "{w},{w}", "{w}.{w}."]))
+        return form.format(w=whole) + sep + unit
+    if kind == "separator":  # "4\tGB", "4\u00a0GiB", "4-GB": only U+0020 separates
+        return number + draw(st.sampled_from(_SIZE_BAD_SEPARATORS)) + unit
+    if kind == "unit-first":  # "GiB4", "k 25.6"
+        return unit + sep + number
+    if kind == "inner-space":  # "4 096", "25 .6k", "25. 6k"
+        at = draw(st.integers(1, len(number)))
+        return number[:at] + " " + number[at:] + sep + unit
+    if kind == "radix":  # "0x10", "0o7k", "0b1G"
+        return draw(st.sampled_from(["0x", "0X", "0o", "0b"])) + whole + sep + unit
+    return draw(st.sampled_from(["", " ", "\t", sep + unit, "."]))  # nothing to read
 
 
 @st.composite
 def size_texts(draw: st.DrawFn) -> dict[str, Any]:
-    """Size strings: well-formed ones of every unit, near misses, and arbitrary short text."""
-    if draw(st.integers(0, 5)) == 0:
-        text = draw(st.text(alphabet=" +-.0123456789eEkKmMgGtTiIbB_\t", max_size=8))
+    """Size strings: well-formed ones of every unit and spacing, near misses of them, arbitrary short text."""
+    which = draw(st.integers(0, 19))
+    if which < 8:
+        text = draw(_well_formed_sizes())
+    elif which < 19:
+        text = draw(_near_miss_sizes())
     else:
-        number = draw(st.from_regex(r"[0-9]{1,10}", fullmatch=True))
-        if draw(st.booleans()):
-            number += "." + draw(st.from_regex(r"[0-9]{1,4}", fullmatch=True))
-        sign = draw(st.sampled_from(["", "", "", "", "", " ", "-", "+"]))
-        unit = draw(st.sampled_from(_UNITS[:17]) | st.sampled_from(_UNITS))  # valid units twice as likely
-        text = sign + number + draw(st.sampled_from(["", "", " ", "  "])) + unit + draw(st.sampled_from(["", "", " "]))
+        text = draw(st.text(alphabet=" +-.,0123456789eEkKmMgGtTiIbB_\t\uff14", max_size=8))
     return {"text": text, "what": "--kv-cache-memory"}
 
 
