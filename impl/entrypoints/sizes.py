@@ -44,7 +44,8 @@ def parse_size(text: str, *, what: str) -> int:
     if unit in DECIMAL_UNITS:
         value = Fraction(f"{whole}.{frac or '0'}") * DECIMAL_UNITS[unit]
         if value.denominator != 1:
-            raise ValueError(f"{what}: {text!r} is not a whole number of bytes ({float(value)!r})")
+            bytes_, part = divmod(value, 1)  # exact: a float of a huge size would overflow (MEM-1.10 is a ValueError)
+            raise ValueError(f"{what}: {text!r} is not a whole number of bytes ({bytes_} and {part} bytes)")
         return int(value)
     if unit:
         raise ValueError(f"{what}: cannot read {text!r} as a size: unknown unit {unit!r}; use {_HINT}")
