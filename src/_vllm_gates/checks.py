@@ -1,14 +1,20 @@
-"""Run a gate's checks: named cases, properties (hypothesis), and the rejection of a known-bad stand-in."""
+"""Run a gate's checks in the judge: named cases, properties (hypothesis), and the rejection of known-bads.
+
+The impl, the oracle and the known-bads are Subjects: calls answered by worker processes in plain data
+(docs/worker-protocol.md). Only compare functions and strategies, the gate's own code, run here.
+"""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from vllm_gates import Call
 from _vllm_gates.compare import WrongEverywhere, strict_equal
-from _vllm_gates.model import Case, Gate
+from _vllm_gates.errors import DefinitionError, Problem
+from _vllm_gates.model import Case, Gate, TargetRef
+from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import is_plain, render_value
+from _vllm_gates.workers import WorkerLost, WorkerPool
 
 
 class Mismatch(Exception):
@@ -20,46 +26,117 @@ class Mismatch(Exception):
 
 
 class GateBroken(Exception):
-    """The gate's own machinery (builder, oracle, strategy, compare) crashed: the gate is in ERROR."""
+    """The gate's own machinery (builder, strategy, compare) or a worker failed: the gate is in ERROR."""
+
+
+@dataclass(frozen=True)
+class Raised:
+    """An exception a subject raised, as the worker reported it: its class name, the names along its MRO, its message."""
+
+    type_name: str
+    classes: tuple[str, ...]  # the names along its MRO
+    message: str
+
+    def is_a(self, name: str) -> bool:
+        return name in self.classes
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one call produced: a plain value, or an exception."""
+
+    value: Any = None
+    error: Raised | None = None
+
+    def describe(self) -> str:
+        if self.error is not None:
+            return f"raised {self.error.type_name}: {self.error.message}"
+        return render_value(self.value)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A target as a worker runs it: role, target and builder as written, and the call's time limit."""
+
+    pool: WorkerPool
+    worker: tuple[str, str]
+    target: TargetRef
+    build: TargetRef | None
+    timeout: float
+    role: str
+
+    def outcome(self, data: Any) -> Outcome:
+        """Ask the worker; a worker's failure is ERROR (GateBroken), a target or builder it refuses is too."""
+        try:
+            encoded = encode(data, "input")
+        except NotPlain as error:
+            raise GateBroken(f"the case input for {self.role} {self.target.dotted} is not plain data: {error}") from None
+        message = {"op": "call", "target": self.target.dotted, "anchor": self.target.anchor,
+                   "build": self.build.dotted if self.build else None, "build_anchor": self.build.anchor if self.build else None,
+                   "input": encoded}
+        try:
+            reply = self.pool.request(self.worker, message, self.timeout)
+        except WorkerLost as lost:
+            raise GateBroken(f"{self.role} {self.target.dotted}: {lost}") from None
+        if "error" in reply:
+            return self._failed(reply["error"])
+        try:
+            return _outcome_of(reply["result"])
+        except Exception as exc:  # a reply the protocol does not allow: the worker is broken, not the impl wrong
+            self.pool.discard(self.worker)
+            raise GateBroken(f"{self.role} {self.target.dotted}: the worker's reply breaks the protocol: "
+                             f"{type(exc).__name__}: {exc}") from None
+
+    def _failed(self, error: Mapping[str, Any]) -> Outcome:
+        kind, text = error.get("kind"), str(error.get("message", ""))
+        if kind == "definition":
+            where = self.build if self.build is not None and error.get("which") == "build" else self.target
+            raise DefinitionError([Problem(where.location, f"{self.role} {where.dotted}", text)])
+        if kind == "not-plain":
+            raise GateBroken(f"{self.role} {self.target.dotted}: {text}")
+        if kind == "builder":
+            raise GateBroken(f"{self.role.split()[0]} {text}")
+        raise GateBroken(f"{self.role} {self.target.dotted}: {kind}: {text}")
+
+
+def _outcome_of(result: Mapping[str, Any]) -> Outcome:
+    """A call's result as the worker sent it: exactly one of a raised exception or an encoded value."""
+    from _vllm_gates.plain import decode
+
+    if set(result) == {"raised"}:
+        raised = result["raised"]
+        if not (isinstance(raised.get("type"), str) and isinstance(raised.get("message"), str)
+                and isinstance(raised.get("mro"), list) and all(isinstance(n, str) for n in raised["mro"])):
+            raise ValueError(f"a raised exception needs type, mro and message as text, got {str(raised)[:200]}")
+        return Outcome(error=Raised(raised["type"], tuple(raised["mro"]), raised["message"]))
+    if set(result) == {"value"}:
+        return Outcome(value=decode(result["value"]))
+    raise ValueError(f"a result has exactly one of `value` or `raised`, got keys {sorted(result)}")
 
 
 @dataclass(frozen=True)
 class ResolvedGate:
-    """A gate with its targets imported."""
+    """A gate with its subjects (answered by workers) and its own compare function and strategy (run here)."""
 
     gate: Gate
-    impl: Callable[..., Any]
-    oracle: Callable[..., Any] | None = None
-    build_impl: Callable[..., Any] | None = None
-    build_oracle: Callable[..., Any] | None = None
+    impl: Subject
+    oracle: Subject | None = None
     compare: Callable[[Any, Any], bool] | None = None
     strategy: Callable[[], Any] | None = None
-    known_bad: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
-    oracle_memo: dict[str, "Outcome"] = field(default_factory=dict, compare=False, repr=False)
+    known_bad: Mapping[str, Subject] = field(default_factory=dict)
+    audit: Subject | None = None
+    oracle_memo: dict[str, Outcome] = field(default_factory=dict, compare=False, repr=False)
 
-    def oracle_outcome(self, data: Any) -> "Outcome":
+    def oracle_outcome(self, data: Any) -> Outcome:
         """The oracle's outcome on one input, computed once per run (oracles are deterministic by contract)."""
         assert self.oracle is not None
         key = repr(data) if is_plain(data) else None
         if key is not None and key in self.oracle_memo:
             return self.oracle_memo[key]
-        outcome = invoke(self.oracle, build_call(self.build_oracle, data, "oracle"))
+        outcome = self.oracle.outcome(data)
         if key is not None:
             self.oracle_memo[key] = outcome
         return outcome
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one call produced: a value, or an exception."""
-
-    value: Any = None
-    error: BaseException | None = None
-
-    def describe(self) -> str:
-        if self.error is not None:
-            return f"raised {type(self.error).__name__}: {self.error}"
-        return render_value(self.value)
 
 
 @dataclass(frozen=True)
@@ -71,28 +148,17 @@ class Rejection:
     detail: str
 
 
-def build_call(builder: Callable[..., Any] | None, data: Any, role: str) -> Call:
-    """Turn case input into a Call; a builder crash is the gate's error, not the impl's."""
-    if builder is None:
-        return Call(kwargs=dict(data)) if isinstance(data, Mapping) else Call(args=(data,))
-    try:
-        call = builder(data)
-    except Exception as exc:
-        raise GateBroken(f"{role} builder {getattr(builder, '__qualname__', builder)} failed on input {render_value(data)}: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(call, Call):
-        raise GateBroken(f"{role} builder {getattr(builder, '__qualname__', builder)} returned {type(call).__name__}, expected vllm_gates.Call")
-    return call
+@dataclass
+class Tally:
+    """What a property run compared: examples that gave values on both sides, and examples where both raised."""
 
-
-def invoke(target: Callable[..., Any], call: Call) -> Outcome:
-    try:
-        return Outcome(value=call.apply(target))
-    except (Exception, SystemExit) as exc:  # the target's exception (argparse's exit too) is data for the comparison
-        return Outcome(error=exc)
+    examples: int = 0
+    values: int = 0
+    agreed_errors: int = 0
 
 
 def _agree(rg: ResolvedGate, actual: Any, expected: Any) -> bool:
-    if isinstance(actual, WrongEverywhere) or isinstance(expected, WrongEverywhere):
+    if actual is WRONG or expected is WRONG or isinstance(actual, WrongEverywhere) or isinstance(expected, WrongEverywhere):
         return False  # the audit's stand-in: a gate's own compare need not know it
     if rg.compare is None:
         return strict_equal(actual, expected)
@@ -102,31 +168,32 @@ def _agree(rg: ResolvedGate, actual: Any, expected: Any) -> bool:
         raise GateBroken(f"compare {rg.gate.compare.dotted if rg.gate.compare else ''} crashed: {type(exc).__name__}: {exc}") from exc
 
 
-def _class_names(error: BaseException) -> list[str]:
-    return [cls.__name__ for cls in type(error).__mro__]
+def errors_agree(impl: Raised, oracle: Raised) -> bool:
+    """Two errors agree when the impl's is the oracle's class or a subclass of it, by class name."""
+    return impl.is_a(oracle.type_name)
 
 
 def outcomes_agree(rg: ResolvedGate, impl: Outcome, oracle: Outcome) -> bool:
-    """Both return equal values, or both raise and the impl's exception is (a subclass of) the oracle's class, by name."""
+    """Both return equal values, or both raise errors that agree."""
     if impl.error is not None or oracle.error is not None:
-        return impl.error is not None and oracle.error is not None and type(oracle.error).__name__ in _class_names(impl.error)
+        return impl.error is not None and oracle.error is not None and errors_agree(impl.error, oracle.error)
     return _agree(rg, impl.value, oracle.value)
 
 
-def check_case(rg: ResolvedGate, case: Case, impl: Callable[..., Any], check_oracle: bool = True) -> int:
+def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool = True) -> int:
     """Run one named case; return the number of checks made, raise Mismatch on disagreement."""
     where = f"{case.location}: gate {rg.gate.id}, case {case.name!r}"
-    got = invoke(impl, build_call(rg.build_impl, case.input, "impl"))
+    got = impl.outcome(case.input)
     checks = 0
     if case.raises is not None:
         checks += 1
         error = got.error
-        if error is None or case.raises.type_name not in _class_names(error):
+        if error is None or not error.is_a(case.raises.type_name):
             raise Mismatch(f"expected {case.raises.type_name} to be raised", where, case.input,
                            [("impl", got.describe()), ("expected", f"raises {case.raises.type_name}" + (f" matching {case.raises.match!r}" if case.raises.match else ""))])
-        if case.raises.match and not re.search(case.raises.match, str(error)):
+        if case.raises.match and not re.search(case.raises.match, error.message):
             raise Mismatch(f"{case.raises.type_name} raised, but its message does not match", where, case.input,
-                           [("message", str(error)), ("pattern", case.raises.match)])
+                           [("message", error.message), ("pattern", case.raises.match)])
         return checks
     oracle_got = rg.oracle_outcome(case.input) if rg.oracle else None
     if case.has_expect:
@@ -148,9 +215,9 @@ def check_case(rg: ResolvedGate, case: Case, impl: Callable[..., Any], check_ora
     return checks
 
 
-def run_properties(rg: ResolvedGate, impl: Callable[..., Any], settings_for: Callable[..., Any], max_examples: int,
-                   hunting: bool = False) -> int:
-    """Impl and oracle agree on generated inputs; return how many examples ran, raise Mismatch (shrunk) if not."""
+def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., Any], max_examples: int,
+                   hunting: bool = False) -> Tally:
+    """Impl and oracle agree on generated inputs; return what was compared, raise Mismatch (shrunk) if not."""
     import hypothesis
     from hypothesis.errors import HypothesisException
     from hypothesis.strategies import SearchStrategy
@@ -164,31 +231,45 @@ def run_properties(rg: ResolvedGate, impl: Callable[..., Any], settings_for: Cal
         raise GateBroken(f"strategy {props.strategy.dotted} failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(strategy, SearchStrategy):
         raise GateBroken(f"strategy {props.strategy.dotted} returned {type(strategy).__name__}, expected a hypothesis strategy")
-    count = 0
+    tally = Tally()
+    broken: list[BaseException] = []  # the first harness failure ends the run: Hypothesis must not shrink or replay it
 
     def agree_on(data: Any) -> None:
-        nonlocal count
-        count += 1
-        got = invoke(impl, build_call(rg.build_impl, data, "impl"))
-        want = rg.oracle_outcome(data)
+        if broken:
+            raise broken[0]
+        tally.examples += 1
+        try:
+            got = impl.outcome(data)
+            want = rg.oracle_outcome(data)
+        except (GateBroken, DefinitionError) as error:
+            broken.append(error)
+            raise
         if not outcomes_agree(rg, got, want):
             raise Mismatch("impl disagrees with the oracle on a generated input", where, data,
                            [("impl", got.describe()), ("oracle", want.describe())], shrunk=not hunting)
+        if got.error is None:
+            tally.values += 1
+        else:
+            tally.agreed_errors += 1
 
     test = settings_for(max_examples=max_examples, hunting=hunting)(hypothesis.given(strategy)(agree_on))
     try:
         test()
-    except (Mismatch, GateBroken):
+    except (Mismatch, GateBroken, DefinitionError):
+        if broken:
+            raise broken[0] from None
         raise
     except HypothesisException as exc:
         raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
     except BaseException as exc:
+        if broken:
+            raise broken[0] from None
         if hasattr(exc, "exceptions"):  # an exception group: hypothesis found several distinct failures
             raise _most_severe(exc) from exc
         raise
-    if count == 0:
+    if tally.examples == 0:
         raise GateBroken(f"the properties of gate {rg.gate.id} ran no example")
-    return count
+    return tally
 
 
 def _leaves(group: BaseException) -> list[BaseException]:
@@ -201,14 +282,14 @@ def _leaves(group: BaseException) -> list[BaseException]:
 def _most_severe(group: BaseException) -> BaseException:
     """Of several distinct failures, the gate's own crash outranks an impl mismatch."""
     leaves = _leaves(group)
-    for kind in (GateBroken, Mismatch):
+    for kind in (DefinitionError, GateBroken, Mismatch):
         for leaf in leaves:
             if isinstance(leaf, kind):
                 return leaf
     return GateBroken(f"the properties raised {len(leaves)} unexpected errors: " + "; ".join(f"{type(e).__name__}: {e}" for e in leaves))
 
 
-def hunt(rg: ResolvedGate, stand_in: Callable[..., Any], settings_for: Callable[..., Any], max_examples: int) -> tuple[int, Rejection | None]:
+def hunt(rg: ResolvedGate, stand_in: Subject, settings_for: Callable[..., Any], max_examples: int) -> tuple[int, Rejection | None]:
     """Run every check against a stand-in impl; return checks made and how it was rejected, or None if it passed."""
     checks = 0
     for case in rg.gate.cases:
@@ -219,7 +300,7 @@ def hunt(rg: ResolvedGate, stand_in: Callable[..., Any], settings_for: Callable[
             return checks, Rejection(checks, f"case {case.name!r}", mismatch.headline)
     if rg.gate.properties is not None:
         try:
-            checks += run_properties(rg, stand_in, settings_for, max_examples, hunting=True)
+            checks += run_properties(rg, stand_in, settings_for, max_examples, hunting=True).examples
         except Mismatch as mismatch:
             return checks + 1, Rejection(checks + 1, "properties", f"{mismatch.headline}: {render_value(mismatch.data)}")
     return checks, None

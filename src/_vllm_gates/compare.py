@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from itertools import chain
 from typing import Any
 
 
@@ -21,7 +22,7 @@ class WrongEverywhere:
 
 
 def strict_equal(actual: Any, expected: Any) -> bool:
-    """Equality where 1 != 1.0 != True, lists equal tuples, NaN equals NaN, mappings compare key by key."""
+    """Equality where 1 != 1.0 != True (values and keys), lists equal tuples, NaN equals NaN, mappings key by key."""
     if isinstance(actual, WrongEverywhere) or isinstance(expected, WrongEverywhere):
         return False
     if isinstance(actual, bool) or isinstance(expected, bool):
@@ -33,7 +34,48 @@ def strict_equal(actual: Any, expected: Any) -> bool:
     if isinstance(actual, (int, float)) or isinstance(expected, (int, float)):
         return False
     if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
+        if _int_rows(actual) and _int_rows(expected):
+            return actual == expected  # exact ints only: == is already strict, and runs in C
         return len(actual) == len(expected) and all(strict_equal(a, e) for a, e in zip(actual, expected))
     if isinstance(actual, dict) and isinstance(expected, dict):
-        return actual.keys() == expected.keys() and all(strict_equal(actual[k], expected[k]) for k in actual)
+        return _maps_equal(actual, expected)
     return bool(actual == expected)
+
+
+def _int_rows(value: Any) -> bool:
+    """A list of exact ints, or a list of such lists (a layout): bools, floats and subclasses fall to the slow path."""
+    if type(value) is not list:
+        return False
+    kinds = set(map(type, value))  # the type checks run in C: no per-item Python frame
+    if kinds <= {int}:
+        return True
+    return kinds == {list} and set(map(type, chain.from_iterable(value))) <= {int}
+
+
+def _key_token(key: Any) -> Any:
+    """A key as strict_equal sees it: equal tokens exactly when the keys are strictly equal (1, 1.0, True differ)."""
+    if isinstance(key, bool):
+        return ("bool", key)
+    if isinstance(key, int):
+        return ("int", key)
+    if isinstance(key, float):
+        return ("float", "nan") if math.isnan(key) else ("float", key)
+    if isinstance(key, (list, tuple)):
+        return ("seq", tuple(_key_token(k) for k in key))
+    return ("other", key)
+
+
+def _maps_equal(actual: dict[Any, Any], expected: dict[Any, Any]) -> bool:
+    """Each actual entry takes a distinct expected entry with a strictly equal key and value."""
+    if len(actual) != len(expected):
+        return False
+    by_key: dict[Any, list[Any]] = {}
+    for key, value in expected.items():
+        by_key.setdefault(_key_token(key), []).append(value)  # several values only under distinct NaN keys
+    for key, value in actual.items():
+        candidates = by_key.get(_key_token(key), [])
+        match = next((i for i, e in enumerate(candidates) if strict_equal(value, e)), None)
+        if match is None:
+            return False
+        del candidates[match]
+    return True

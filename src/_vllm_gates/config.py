@@ -6,7 +6,10 @@ and the plugin leaves it alone (docs/gate-files.md, "Configuration").
 from __future__ import annotations
 
 import fnmatch
+import os
+import posixpath
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +21,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from _vllm_gates.errors import DefinitionError, Location, Problem
+from _vllm_gates.yamlsource import file_kind, read_definition_text
 
 CONFIG_FILE = "pyproject.toml"
 SECTION = "tool.vllm-gates"
@@ -54,6 +58,9 @@ class Config:
     markers: tuple[Marker, ...] = DEFAULT_MARKERS
     default_marker: str | None = "cpu"
     independence: tuple[tuple[str, tuple[str, ...]], ...] = (("impl", ("oracles", "gates")), ("oracles", ("impl", "gates")))
+    worker_preload: tuple[str, ...] = ()  # modules a fork server imports once for every worker (e.g. torch)
+    call_timeout: float = 60.0  # seconds one call of a worker may take, unless a gate sets `timeout:`
+    run_budget: float | None = None  # seconds the workers of a whole run may take; None: no budget
 
     @property
     def marker_names(self) -> tuple[str, ...]:
@@ -74,9 +81,19 @@ class Config:
         return relative is not None and any(fnmatch.fnmatch(relative, pattern) for pattern in self.rows)
 
     def spec_files(self) -> list[Path]:
+        """Every regular file under the root that a `specs` pattern matches, in path order; DefinitionError when a
+        match leads outside the root through a symlink."""
         found: set[Path] = set()
         for pattern in self.specs:
-            found.update(p for p in self.root.glob(pattern) if p.is_file())
+            for path in self.root.glob(pattern):
+                if not path.is_file():
+                    continue
+                shown = path.relative_to(self.root).as_posix()
+                why = outside_root(self.root, shown, "spec file")
+                if why:
+                    raise DefinitionError([Problem(Location(shown, 1, 1), "", f"{why} (matched by specs pattern {pattern!r} "
+                                                                               f"in [{SECTION}] of {CONFIG_FILE})")])
+                found.add(path)
         return sorted(found)
 
     def relative(self, path: Path) -> str | None:
@@ -85,6 +102,65 @@ class Config:
             return path.resolve().relative_to(self.root.resolve()).as_posix()
         except ValueError:
             return None
+
+
+# paths stay inside the project ------------------------------------------------------------------------------------
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def is_absolute(value: str) -> bool:
+    """An absolute path on any system: `/etc/passwd`, a UNC path (backslash first), `C:/x`."""
+    return value.startswith(("/", "\\")) or bool(_DRIVE.match(value))
+
+
+def outside_root(root: Path, value: str, what: str) -> str | None:
+    """Why the path ``value``, named relative to ``root``, is refused; None when it stays inside the root.
+
+    Refused: an absolute path, a `..` that leaves the root, and a path that leads outside the root through a
+    symlink (the path is resolved and must stay relative to the resolved root).
+    """
+    if "\x00" in value:
+        return f"{what} {value!r} contains a NUL character"
+    if is_absolute(value):
+        return f"{what} {value!r} is an absolute path: it must be relative to the project root"
+    normal = posixpath.normpath(value.replace("\\", "/"))
+    if normal == ".." or normal.startswith("../"):
+        return f"{what} {value!r} leaves the project root"
+    try:
+        real_root = root.resolve()
+        target = (root / value).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name the system refuses
+        return f"{what} {value!r} cannot be resolved: {exc}"
+    try:
+        target.relative_to(real_root)
+    except ValueError:
+        return f"{what} {value!r} leaves the project root through a symlink (it resolves to {str(target)!r})"
+    return None
+
+
+def pattern_outside_root(root: Path, pattern: str, what: str) -> str | None:
+    """Why the glob ``pattern`` is refused: absolute, a `..` segment, or a literal leading part (the folders before
+    the first wildcard) that leads outside the root through a symlink; None when it is a pattern inside the root.
+
+    Matches found through a symlink in a wildcard part are refused where they are read (gate files, spec files).
+    """
+    if "\x00" in pattern:
+        return f"{what} {pattern!r} contains a NUL character"
+    if is_absolute(pattern):
+        return f"{what} {pattern!r} is an absolute path: patterns are relative to the project root"
+    parts = re.split(r"[\\/]", pattern)
+    if ".." in parts:
+        return f"{what} {pattern!r} has a '..' segment: patterns match inside the project root"
+    literal = []
+    for part in parts:
+        if _GLOB_CHARS.search(part):
+            break
+        literal.append(part)
+    leading = "/".join(part for part in literal if part)
+    why = outside_root(root, leading, f"{what} {pattern!r}: its folder") if leading else None
+    return why
 
 
 class _Reader:
@@ -162,32 +238,81 @@ def _independence(reader: _Reader, value: Any) -> tuple[tuple[str, tuple[str, ..
     return tuple(contracts)
 
 
-KNOWN_KEYS = {"roadmap", "rows", "specs", "allowed-roots", "markers", "default-marker", "independence"}
+KNOWN_KEYS = {"roadmap", "rows", "specs", "allowed-roots", "markers", "default-marker", "independence",
+              "worker-preload", "call-timeout", "run-budget"}
+
+
+def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float | None) -> float | None:
+    value = table.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
+        reader.problem(key, f"expected a number of seconds in (0, 86400], got {value!r}")
+        return default
+    return float(value)
 
 
 def read_table(path: Path) -> dict[str, Any] | None:
     """The `[tool.vllm-gates]` table of a pyproject.toml, or None when the file or the table is absent."""
-    if not path.is_file():
-        return None
+    return _read(path)[1]
+
+
+def _read(path: Path) -> tuple[str, dict[str, Any] | None]:
+    """The text of a pyproject.toml and its `[tool.vllm-gates]` table; None when the file (a regular one) or the
+    table is absent. The file is read within the size limit (yamlsource.MAX_FILE_BYTES)."""
+    if not path.is_file():  # a FIFO or a device is not a file here: never opened
+        return "", None
+    text = read_definition_text(path, path.name, CONFIG_FILE)
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise DefinitionError([Problem(Location(path.name, 1, 1), "", f"cannot read {path.name}: {exc}")]) from None
-    table = document.get("tool", {}).get("vllm-gates")
+    tool = document.get("tool", {})
+    table = tool.get("vllm-gates") if isinstance(tool, dict) else None
     if table is None:
-        return None
+        return text, None
     if not isinstance(table, dict):
         raise DefinitionError([Problem(Location(path.name, 1, 1), f"[{SECTION}]", f"expected a table, got {table!r}")])
-    return table
+    return text, table
+
+
+def _check_paths(reader: _Reader, root: Path, config: Config) -> None:
+    """The roadmap and the `rows` and `specs` patterns stay inside the project root; the roadmap, where it exists,
+    is a regular file (checked with stat, never opened here)."""
+    why = outside_root(root, config.roadmap, "roadmap")
+    if why:
+        reader.problem("roadmap", why)
+    else:
+        try:
+            mode: int | None = os.stat(root / config.roadmap).st_mode
+        except OSError:
+            mode = None  # missing: reported when the roadmap is loaded
+        if mode is not None and not stat.S_ISREG(mode):
+            reader.problem("roadmap", f"roadmap {config.roadmap!r} is {file_kind(mode)}, not a regular file")
+    for key, what, patterns in (("rows", "gate file", config.rows), ("specs", "spec file", config.specs)):
+        for pattern in patterns:
+            why = pattern_outside_root(root, pattern, f"{key} pattern")
+            if why:
+                reader.problem(key, why)
+                continue
+            for path in sorted(root.glob(pattern)):  # what the pattern matches that is neither a file nor a folder
+                try:
+                    mode = os.stat(path).st_mode
+                except (OSError, ValueError):
+                    continue
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    reader.problems.append(Problem(Location(path.relative_to(root).as_posix(), 1, 1), "",
+                                                   f"{what} is {file_kind(mode)}, not a regular file: refused without opening it "
+                                                   f"(matched by {key} pattern {pattern!r} in [{SECTION}] of {CONFIG_FILE})"))
 
 
 def load_config(root: Path) -> Config | None:
     """The configuration of the project at ``root``, None when it declares no gates; DefinitionError when malformed."""
     path = root / CONFIG_FILE
-    table = read_table(path)
+    text, table = _read(path)
     if table is None:
         return None
-    reader = _Reader(path, path.read_text(encoding="utf-8"))
+    reader = _Reader(path, text)
     for key in sorted(set(table) - KNOWN_KEYS):
         reader.problem(key, f"unknown key (accepted: {', '.join(sorted(KNOWN_KEYS))})")
     base = Config(root)
@@ -208,7 +333,11 @@ def load_config(root: Path) -> Config | None:
         markers=markers,
         default_marker=default_marker,
         independence=_independence(reader, table["independence"]) if "independence" in table else base.independence,
+        worker_preload=reader.strings(table, "worker-preload", base.worker_preload, re.compile(r"^[A-Za-z_][\w.]*$")),
+        call_timeout=_seconds(reader, table, "call-timeout", base.call_timeout) or base.call_timeout,
+        run_budget=_seconds(reader, table, "run-budget", base.run_budget),
     )
+    _check_paths(reader, root, config)
     if reader.problems:
         raise DefinitionError(reader.problems)
     return config

@@ -1,7 +1,9 @@
 """Validate one row's gate file (gates/rows/<row>/gate.yaml) against the schema, the roadmap and the spec (docs/gate-files.md)."""
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,8 +11,9 @@ from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
 from _vllm_gates.model import Case, Gate, GateFile, KnownBad, Properties, Raises, Roadmap, Row, TargetRef
 from _vllm_gates.roadmap import ROW_ID
 from _vllm_gates.specdoc import REQUIREMENT_ID, requirements_in
-from _vllm_gates.errors import DefinitionError, Location
-from _vllm_gates.yamlsource import YMap, load_yaml, location_of, to_plain
+from _vllm_gates.config import is_absolute, outside_root
+from _vllm_gates.errors import DefinitionError, Location, Problem
+from _vllm_gates.yamlsource import YMap, file_kind, load_yaml, location_of, to_plain
 
 GATE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -20,7 +23,7 @@ RESERVED_CASE_NAMES = ("properties", "audit")
 FILE_KEYS_REQUIRED = {"row", "title", "spec", "gates"}
 FILE_KEYS_OPTIONAL = {"sources", "notes"}
 GATE_KEYS_REQUIRED = {"id", "milestone", "covers", "markers", "impl"}
-GATE_KEYS_OPTIONAL = {"oracle", "build", "compare", "cases", "properties", "known_bad", "description"}
+GATE_KEYS_OPTIONAL = {"oracle", "build", "compare", "cases", "properties", "known_bad", "description", "timeout"}
 CASE_KEYS = {"input", "expect", "raises", "note"}
 
 
@@ -162,21 +165,46 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> Gate
         reader.problem(location_of(body, "cases") if "cases" in body else body.location, key,
                        "a gate needs at least one case or `properties`: otherwise it checks nothing")
     description = reader.string(body, "description", f"{key}.description") if "description" in body else None
+    timeout = _timeout(reader, body, key)
     if not (gate_id and milestone and impl and markers):
         return None
     return Gate(gate_id, body.location, milestone, tuple(covers), tuple(markers), impl, oracle, build_impl,
-                build_oracle, compare, tuple(cases), properties, tuple(known_bad), description)
+                build_oracle, compare, tuple(cases), properties, tuple(known_bad), description, timeout)
+
+
+def _timeout(reader: GateReader, body: YMap, key: str) -> float | None:
+    """`timeout:` seconds for one call of the gate's subjects, in (0, 86400]."""
+    if "timeout" not in body:
+        return None
+    value = body["timeout"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
+        reader.problem(location_of(body, "timeout"), f"{key}.timeout", f"expected a number of seconds in (0, 86400], got {show(value)}")
+        return None
+    return float(value)
+
+
+PEEK_BYTES = 64 * 1024  # how much of a gate file peek_row_id reads, looking for its `row:` line
 
 
 def peek_row_id(path: Path) -> str:
-    """The row a gate file claims to be, for reporting a file that does not load; else its stem."""
+    """The row a gate file claims to be, for reporting a file that does not load; else its stem.
+
+    Only a regular file is opened (a FIFO would block), and only its first PEEK_BYTES are read.
+    """
     try:
-        for line in path.read_text(encoding="utf-8").splitlines():
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return path.stem
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        try:
+            head = os.read(fd, PEEK_BYTES) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        finally:
+            os.close(fd)
+        for line in head.decode("utf-8", errors="replace").splitlines():
             if line.startswith("row:"):
                 value = line[4:].split("#")[0].strip().strip("'\"")
                 if ROW_ID.match(value):
                     return value
-    except (OSError, UnicodeDecodeError):
+    except (OSError, ValueError):
         pass
     return path.stem
 
@@ -189,12 +217,9 @@ def row_package(folder: str) -> str | None:
 
 def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tuple[str, ...]) -> GateFile:
     """Parse and validate a gate file; raise DefinitionError with every problem found."""
-    try:
-        shown = path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        shown = str(path)
+    shown = _shown(path, root)
     folder = shown.rpartition("/")[0]
-    document = load_yaml(path, shown)
+    document = load_yaml(path, shown, what="gate file")  # a regular file, within the size and node limits
     reader = GateReader(shown, row_package(folder), folder, markers)
     top = reader.mapping(document, "", None)
     if top is None:
@@ -203,7 +228,11 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
     row_id = reader.string(top, "row", "row", ROW_ID)
     title = reader.string(top, "title", "title") or ""
     spec = reader.string(top, "spec", "spec")
-    sources, _ = reader.string_list(top, "sources", "sources")
+    sources, source_places = reader.string_list(top, "sources", "sources")
+    for index, (pattern, place) in enumerate(zip(sources, source_places)):
+        why = _source_outside(pattern)
+        if why:
+            reader.problem(place, f"sources[{index}]", why)
     context = _row_context(reader, top, root, roadmap, row_id, spec)
     gates: list[Gate] = []
     gate_list = top.get("gates")
@@ -229,6 +258,47 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
     return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"), folder)
 
 
+def _shown(path: Path, root: Path) -> str:
+    """The gate file's path relative to the root; DefinitionError when it leads outside the root through a symlink."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        pass
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise DefinitionError([Problem(Location(str(path), 1, 1), "", f"gate file cannot be resolved: {exc}")]) from None
+    try:
+        lexical = path.absolute().relative_to(root.absolute()).as_posix()
+    except ValueError:
+        return str(path)  # named outside the root by the caller: shown as given
+    raise DefinitionError([Problem(Location(lexical, 1, 1), "", f"gate file {lexical!r} leaves the project root through a symlink "
+                                                                f"(it resolves to {str(path.resolve())!r})")])
+
+
+def _source_outside(pattern: str) -> str | None:
+    """Why a `sources` glob is refused: absolute, or a `..` segment; None for a relative pattern inside the project."""
+    body = pattern[1:] if pattern.startswith("!") else pattern
+    if is_absolute(body):
+        return f"source pattern {show(pattern)} is an absolute path: sources are globs relative to the project root"
+    if ".." in re.split(r"[\\/]", body):
+        return f"source pattern {show(pattern)} has a '..' segment: sources are globs inside the project root"
+    return None
+
+
+def _spec_path(root: Path, spec: str) -> tuple[Path | None, str | None]:
+    """The spec file under the root, or why it is refused (outside the root, missing, not a regular file)."""
+    why = outside_root(root, spec, "spec")
+    if why:
+        return None, why
+    path = root / spec
+    try:
+        mode = os.stat(path).st_mode  # stat, not open: a FIFO is refused without blocking
+    except FileNotFoundError:
+        return None, f"spec file {show(spec)} does not exist"
+    if not stat.S_ISREG(mode):
+        return None, f"spec file {show(spec)} is {file_kind(mode)}, not a regular file"
+    return path, None
+
+
 def _row_context(reader: GateReader, top: YMap, root: Path, roadmap: Roadmap | None, row_id: str | None,
                  spec: str | None) -> RowContext:
     """The row exists in the roadmap; the spec file exists and is read for its declared requirement ids."""
@@ -239,11 +309,14 @@ def _row_context(reader: GateReader, top: YMap, root: Path, roadmap: Roadmap | N
     declared: frozenset[str] | None = None
     if spec:
         try:
-            spec_path = root / spec
-            if not spec_path.is_file():
-                reader.problem(location_of(top, "spec"), "spec", f"spec file {show(spec)} does not exist")
-            else:
+            spec_path, why = _spec_path(root, spec)
+            if why:
+                reader.problem(location_of(top, "spec"), "spec", why)
+            elif spec_path is not None:
                 declared = frozenset(r.id for r in requirements_in(spec_path, spec))
+        except DefinitionError as error:  # too large, not UTF-8, replaced by a FIFO: said at the `spec:` line
+            reader.problem(location_of(top, "spec"), "spec", f"spec file {show(spec)} cannot be read: "
+                                                             + "; ".join(problem.message for problem in error.problems))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             reader.problem(location_of(top, "spec"), "spec", f"spec file {show(spec)} cannot be read: {type(exc).__name__}: {exc}")
     return RowContext(row, declared, spec)

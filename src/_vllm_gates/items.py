@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from _vllm_gates import checks
-from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate
-from _vllm_gates.compare import WrongEverywhere
+from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate, Subject
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.model import Case, KnownBad
 from _vllm_gates.profiles import effective_max_examples, settings_for
@@ -47,6 +46,8 @@ class ItemRecord:
     checks: int
     rejected_by: str = ""
     harness_error: bool = False
+    values: int = 0  # properties: examples where impl and oracle both gave a value that was compared
+    agreed_errors: int = 0  # properties: examples where both raised errors that agree
 
 
 RECORD = pytest.StashKey[ItemRecord]()
@@ -69,13 +70,12 @@ class GateItem(pytest.Item):
 
     def runtest(self) -> None:
         try:
-            checks_made, rejected_by = self.run_checks()
+            self.stash[RECORD] = self.run_checks()
         except (GateBroken, DefinitionError):
             self.stash[RECORD] = ItemRecord(0, harness_error=True)
             raise
-        self.stash[RECORD] = ItemRecord(checks_made, rejected_by)
 
-    def run_checks(self) -> tuple[int, str]:
+    def run_checks(self) -> ItemRecord:
         raise NotImplementedError
 
     def reportinfo(self) -> tuple[Any, int, str]:
@@ -116,8 +116,8 @@ class CaseItem(GateItem):
         super().__init__(**kwargs)
         self.resolved, self.case = resolved, case
 
-    def run_checks(self) -> tuple[int, str]:
-        return checks.check_case(self.resolved, self.case, self.resolved.impl), ""
+    def run_checks(self) -> ItemRecord:
+        return ItemRecord(checks.check_case(self.resolved, self.case, self.resolved.impl))
 
 
 class PropertiesItem(GateItem):
@@ -127,9 +127,10 @@ class PropertiesItem(GateItem):
         super().__init__(**kwargs)
         self.resolved = resolved
 
-    def run_checks(self) -> tuple[int, str]:
+    def run_checks(self) -> ItemRecord:
         declared = self.resolved.gate.properties.max_examples  # type: ignore[union-attr]
-        return checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared)), ""
+        tally = checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared))
+        return ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors)
 
 
 class KnownBadItem(GateItem):
@@ -137,11 +138,11 @@ class KnownBadItem(GateItem):
 
     kind = ItemKind.KNOWN_BAD
 
-    def __init__(self, *, resolved: ResolvedGate, label: str, stand_in: Callable[..., Any], **kwargs: Any):
+    def __init__(self, *, resolved: ResolvedGate, label: str, stand_in: Subject, **kwargs: Any):
         super().__init__(**kwargs)
         self.resolved, self.label, self.stand_in = resolved, label, stand_in
 
-    def run_checks(self) -> tuple[int, str]:
+    def run_checks(self) -> ItemRecord:
         props = self.resolved.gate.properties
         budget = effective_max_examples(props.max_examples) if props else 0
         made, rejection = checks.hunt(self.resolved, self.stand_in, settings_for, budget)
@@ -150,7 +151,7 @@ class KnownBadItem(GateItem):
             where = f"{self.resolved.gate.location.path}:{self.identity.line}"  # the known_bad entry (the gate's line for the audit)
             raise KnownBadPassed(f"{where}: gate {self.resolved.gate.id} cannot tell {self.label} from correct: "
                                  f"it passed all {made} checks (cases and generated examples)")
-        return made, f"{rejection.by}: {rejection.detail}"
+        return ItemRecord(made, f"{rejection.by}: {rejection.detail}")
 
 
 class AuditItem(KnownBadItem):
@@ -158,13 +159,9 @@ class AuditItem(KnownBadItem):
 
     kind = ItemKind.AUDIT
 
-    def __init__(self, **kwargs: Any):
-        super().__init__(label="the wrong-everywhere stand-in", stand_in=wrong_everywhere, **kwargs)
-
-
-def wrong_everywhere(*args: Any, **kwargs: Any) -> WrongEverywhere:
-    """What the audit puts in the impl's place: a result equal to nothing."""
-    return WrongEverywhere()
+    def __init__(self, *, resolved: ResolvedGate, **kwargs: Any):
+        assert resolved.audit is not None
+        super().__init__(resolved=resolved, label="the wrong-everywhere stand-in", stand_in=resolved.audit, **kwargs)
 
 
 class DefinitionErrorItem(GateItem):
@@ -176,7 +173,7 @@ class DefinitionErrorItem(GateItem):
         super().__init__(**kwargs)
         self.problems = problems
 
-    def run_checks(self) -> tuple[int, str]:
+    def run_checks(self) -> ItemRecord:
         raise DefinitionError(self.problems)
 
 

@@ -90,6 +90,7 @@ class Gate:
     properties: Properties | None
     known_bad: tuple[KnownBad, ...]
     description: str | None = None
+    timeout: float | None = None  # seconds one call of this gate's subjects may take (default: call-timeout)
 
     def targets(self) -> list[TargetRef]:
         """Every target the gate names, for resolution at collection."""

@@ -12,16 +12,17 @@ from typing import Any, Iterator
 
 import pytest
 
-from _vllm_gates.checks import ResolvedGate
+from _vllm_gates.checks import ResolvedGate, Subject
 from _vllm_gates.config import load_config
-from _vllm_gates.errors import DefinitionError
+from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.gatefile import load_gate_file, peek_row_id
 from _vllm_gates.items import AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items
-from _vllm_gates.model import Gate
+from _vllm_gates.model import Gate, GateFile, TargetRef
 from _vllm_gates.profiles import load_default_profile, register_profiles
 from _vllm_gates.project import second_gate_file, unknown_row
 from _vllm_gates.session import GateRun
-from _vllm_gates.targets import check_same_signature, resolve
+from _vllm_gates.targets import resolve
+from _vllm_gates.workers import WorkerLost, WorkerPool, WorkerSpec
 
 _RUN = pytest.StashKey[GateRun]()
 
@@ -51,10 +52,16 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"vllm-gates configuration:\n{error}") from None
     if project is None:
         return
-    run = GateRun(project, audit=bool(config.getoption("gates_audit")), json_path=config.getoption("gates_json"),
+    path = [str(project.root)] + [str(Path(entry)) for entry in config.getini("pythonpath")]
+    pool = WorkerPool(WorkerSpec(project.root, tuple(dict.fromkeys(path)), project.allowed_roots, project.worker_preload),
+                      budget_s=project.run_budget)
+    run = GateRun(project, pool=pool, audit=bool(config.getoption("gates_audit")), json_path=config.getoption("gates_json"),
                   markdown_path=config.getoption("gates_markdown"))
     run.requested_rows = _requested_rows(run, list(config.getoption("gates_row") or ()), config.getoption("gates_changed_since"))
+    run.markexpr = config.option.markexpr or ""
     config.stash[_RUN] = run
+    _stop_on_sigterm(run)
+    config.pluginmanager.register(InterruptWatcher(run), "vllm-gates-interrupts")
     for marker in project.markers:
         config.addinivalue_line("markers", f"{marker.name}: {marker.help}")
     register_profiles()
@@ -118,9 +125,12 @@ class GateFileNode(pytest.File):
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=[problem], **common)
             return
         run.gate_files[gate_file.row] = gate_file
+        refused = check_targets(run, gate_file)
         for gate in gate_file.gates:
             try:
-                resolved = _resolve_gate(gate, project.allowed_roots)
+                if gate.id in refused:
+                    raise DefinitionError(refused[gate.id])
+                resolved = _resolve_gate(run, gate_file, gate)
             except DefinitionError as error:
                 yield DefinitionErrorItem.from_parent(self, name=f"definition[{gate.id}]", problems=error.problems,
                                                       **{**common, "gate_id": gate.id, "milestone": gate.milestone,
@@ -129,20 +139,72 @@ class GateFileNode(pytest.File):
             yield GateNode.from_parent(self, name=gate.id, row=gate_file.row, resolved=resolved, audit=run.audit)
 
 
-def _resolve_gate(gate: Gate, allowed_roots: tuple[str, ...]) -> ResolvedGate:
-    def get(ref: Any, key: str) -> Any:
-        return resolve(ref, f"gate {gate.id}.{key}", allowed_roots) if ref is not None else None
+CHECK_TIMEOUT = 300.0  # resolving a file's targets imports them (torch, a compiler run): more than one call may take
+AUDIT_TARGET = "_vllm_gates.standins:wrong_everywhere"
+ROLES = ("impl", "oracle", "known-bad")
 
-    impl = get(gate.impl, "impl")
-    known_bad = {}
-    for entry in gate.known_bad:
-        stand_in = get(entry.target, f"known_bad.{entry.name}")
-        check_same_signature(impl, stand_in, entry.target, f"gate {gate.id}.known_bad.{entry.name}", gate.impl)
-        known_bad[entry.name] = stand_in
-    return ResolvedGate(gate=gate, impl=impl, oracle=get(gate.oracle, "oracle"), build_impl=get(gate.build_impl, "build"),
-                        build_oracle=get(gate.build_oracle, "build"), compare=get(gate.compare, "compare"),
-                        strategy=get(gate.properties.strategy if gate.properties else None, "properties.strategy"),
-                        known_bad=known_bad)
+
+def _targets_by_role(gate_file: GateFile) -> dict[str, list[tuple[str, TargetRef, TargetRef | None]]]:
+    """For each worker role, (key, target, impl whose signature it must have) of every gate of the file."""
+    found: dict[str, list[tuple[str, TargetRef, TargetRef | None]]] = {role: [] for role in ROLES}
+    for gate in gate_file.gates:
+        for key, ref in ((f"gate {gate.id}.impl", gate.impl), (f"gate {gate.id}.build", gate.build_impl)):
+            if ref is not None:
+                found["impl"].append((key, ref, None))
+        for key, ref in ((f"gate {gate.id}.oracle", gate.oracle), (f"gate {gate.id}.build", gate.build_oracle)):
+            if ref is not None:
+                found["oracle"].append((key, ref, None))
+        for entry in gate.known_bad:
+            found["known-bad"].append((f"gate {gate.id}.known_bad.{entry.name}", entry.target, gate.impl))
+        if gate.build_impl is not None and gate.known_bad:
+            found["known-bad"].append((f"gate {gate.id}.build", gate.build_impl, None))
+    return found
+
+
+def check_targets(run: GateRun, gate_file: GateFile) -> dict[str, list[Problem]]:
+    """Have each role's worker resolve its targets (none is imported here); the problems by gate id."""
+    by_role = _targets_by_role(gate_file)
+    messages = {(gate_file.path, role): {"op": "check", "targets": [
+        {"key": key, "target": ref.dotted, "anchor": ref.anchor, **({"signature_of": impl.dotted} if impl else {})}
+        for key, ref, impl in entries]} for role, entries in by_role.items() if entries}
+    replies = run.pool.request_many(messages, CHECK_TIMEOUT)
+    problems: dict[str, list[Problem]] = {}
+    for (_, role), reply in replies.items():
+        refs = {key: ref for key, ref, _ in by_role[role]}
+        if isinstance(reply, WorkerLost) or "error" in reply:
+            text = str(reply) if isinstance(reply, WorkerLost) else str(reply["error"].get("message"))
+            for key, ref in refs.items():
+                problems.setdefault(key.split(".")[0].removeprefix("gate "), []).append(
+                    Problem(ref.location, key, f"the {role} worker could not resolve the targets: {text}"))
+            continue
+        for entry in reply.get("result", {}).get("problems", []):
+            ref = refs.get(entry.get("key")) if isinstance(entry, dict) else None
+            if ref is None:  # a problem about a target the judge never named: the worker is broken
+                for key, known in refs.items():
+                    problems.setdefault(key.split(".")[0].removeprefix("gate "), []).append(
+                        Problem(known.location, key, f"the {role} worker broke the protocol: {str(entry)[:200]}"))
+                break
+            problems.setdefault(entry["key"].split(".")[0].removeprefix("gate "), []).append(
+                Problem(ref.location, entry["key"], str(entry.get("message"))))
+    return problems
+
+
+def _resolve_gate(run: GateRun, gate_file: GateFile, gate: Gate) -> ResolvedGate:
+    """Subjects answered by the file's workers; the gate's own compare and strategy resolved here."""
+    def subject(role: str, ref: TargetRef, build: TargetRef | None, label: str) -> Subject:
+        return Subject(run.pool, (gate_file.path, role), ref, build, gate.timeout or run.project.call_timeout, label)
+
+    def own(ref: TargetRef | None, key: str) -> Any:
+        return resolve(ref, f"gate {gate.id}.{key}", run.project.allowed_roots) if ref is not None else None
+
+    audit_ref = TargetRef(AUDIT_TARGET, gate.location)
+    return ResolvedGate(
+        gate=gate, impl=subject("impl", gate.impl, gate.build_impl, "impl"),
+        oracle=subject("oracle", gate.oracle, gate.build_oracle, "oracle") if gate.oracle else None,
+        compare=own(gate.compare, "compare"),
+        strategy=own(gate.properties.strategy if gate.properties else None, "properties.strategy"),
+        known_bad={kb.name: subject("known-bad", kb.target, gate.build_impl, f"known-bad {kb.name}") for kb in gate.known_bad},
+        audit=subject("known-bad", audit_ref, gate.build_impl, "the audit stand-in"))
 
 
 class GateNode(pytest.Collector):
@@ -153,6 +215,15 @@ class GateNode(pytest.Collector):
         self.row, self.resolved, self.audit = row, resolved, audit
 
     def collect(self) -> Iterator[pytest.Item]:
+        items = list(self._items())
+        run = gate_run(self.config)
+        assert run is not None
+        key = (self.row, self.resolved.gate.id)
+        run.declared[key] = [item.name for item in items]
+        run.gate_markers[key] = self.resolved.gate.markers
+        yield from items
+
+    def _items(self) -> Iterator[pytest.Item]:
         gate = self.resolved.gate
         common = {"row": self.row, "gate_id": gate.id, "milestone": gate.milestone, "markers": gate.markers}
         if not self.audit:
@@ -245,3 +316,39 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if run is not None and run.summary:
         terminalreporter.write_sep("=", "vllm-gates")
         terminalreporter.write_line(run.summary)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run = gate_run(config)
+    if run is not None:
+        run.pool.close()
+        if run.previous_sigterm is not None:
+            import signal
+
+            signal.signal(signal.SIGTERM, run.previous_sigterm)
+
+
+def _stop_on_sigterm(run: GateRun) -> None:
+    """SIGTERM stops the run as Ctrl-C does, so the reports still say what ran (and that it was interrupted)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        run.interrupted = "SIGTERM"
+        raise KeyboardInterrupt("SIGTERM")
+
+    run.previous_sigterm = signal.signal(signal.SIGTERM, stop)
+
+
+class InterruptWatcher:
+    """Notes a Ctrl-C (pytest's keyboard-interrupt hook has no config to find the run by)."""
+
+    def __init__(self, run: GateRun):
+        self.run = run
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        if self.run.interrupted is None:
+            self.run.interrupted = "SIGINT"

@@ -10,7 +10,7 @@ from typing import Any
 
 from _vllm_gates.verdicts import RunReport
 
-COLUMNS = ("row", "milestone", "gate", "cases", "examples", "known-bad", "verdict", "claimed")
+COLUMNS = ("row", "milestone", "gate", "cases", "examples", "values", "errors", "known-bad", "verdict", "claimed")
 
 
 def _rows(report: RunReport) -> list[tuple[str, ...]]:
@@ -20,12 +20,13 @@ def _rows(report: RunReport) -> list[tuple[str, ...]]:
         for gate in row.gates:
             claim = claims.get(gate.milestone)
             lines.append((row.row, gate.milestone, gate.gate, f"{gate.cases_passed}/{gate.cases_total}", str(gate.examples),
+                          str(gate.values_compared), str(gate.errors_agreed),
                           f"{gate.known_bad_rejected}/{gate.known_bad_total}", gate.verdict.value, claim.state if claim else ""))
         for ms in row.milestones:
             mark = "ok" if ms.claim_met else "NOT MET"
-            lines.append((row.row, ms.milestone or "", "(milestone)", "", "", "", ms.verdict.value, f"{ms.state} {mark}"))
+            lines.append((row.row, ms.milestone or "", "(milestone)", "", "", "", "", "", ms.verdict.value, f"{ms.state} {mark}"))
         mark = "ok" if row.claim.claim_met else "NOT MET"
-        lines.append((row.row, "", "(row)", "", "", "", row.claim.verdict.value, f"{row.claim.state} {mark}"))
+        lines.append((row.row, "", "(row)", "", "", "", "", "", row.claim.verdict.value, f"{row.claim.state} {mark}"))
     return lines
 
 
@@ -50,7 +51,7 @@ def _unmet(report: RunReport) -> list[str]:
         if not row.claim.claim_met:
             reasons.append(f"{row.row}: {row.claim.reason}")
         for gate in row.gates:
-            if gate.verdict.value in ("SKIPPED", "FAIL", "ERROR", "WEAK", "EMPTY") and gate.reason:
+            if gate.verdict.value in ("SKIPPED", "FAIL", "ERROR", "WEAK", "EMPTY", "INCOMPLETE") and gate.reason:
                 reasons.append(f"{row.row}::{gate.gate}: {gate.verdict.value}: {gate.reason}")
     return reasons
 
@@ -65,8 +66,9 @@ def to_json(report: RunReport, exit_code: int, meta: dict[str, Any]) -> dict[str
         return obj.value if hasattr(obj, "value") and obj.__class__.__name__ == "Verdict" else obj
 
     return {
-        "schema": "vllm-gates/run/1",
+        "schema": "vllm-gates/run/2",
         "meta": meta,
+        "interrupted": report.interrupted,
         "exit_code": exit_code,
         "checks": report.checks,
         "rows": verdicts([asdict(r) for r in report.rows]),
@@ -93,8 +95,9 @@ def write_json(path: Path, report: RunReport, exit_code: int, meta: dict[str, An
 
 def markdown(report: RunReport, exit_code: int) -> str:
     """A GitHub-flavoured summary: a verdict line per row, then the gate table and unmet claims."""
-    icon = {"PASS": "✅", "SKIPPED": "⏭️", "WEAK": "⚠️", "EMPTY": "⬜", "FAIL": "❌", "ERROR": "💥"}
-    lines = [f"## vllm-gates: exit {exit_code}", "", "| row | verdict | claimed | claim |", "|---|---|---|---|"]
+    icon = {"PASS": "✅", "SKIPPED": "⏭️", "WEAK": "⚠️", "EMPTY": "⬜", "INCOMPLETE": "⏸️", "FAIL": "❌", "ERROR": "💥"}
+    stopped = [f"**interrupted by {report.interrupted}**: the gates below are what ran before it; no claim is met", ""] if report.interrupted else []
+    lines = [f"## vllm-gates: exit {exit_code}", "", *stopped, "| row | verdict | claimed | claim |", "|---|---|---|---|"]
     for row in report.rows:
         lines.append(f"| {row.row} | {icon.get(row.claim.verdict.value, '')} {row.claim.verdict.value} | {row.claim.state} | "
                      f"{'met' if row.claim.claim_met else '**not met**'} |")

@@ -24,7 +24,7 @@ def _state(reader: Reader, mapping, key: str) -> str:
 def load_roadmap(path: Path, display_path: str | None = None) -> Roadmap:
     """Parse and validate the roadmap; raise DefinitionError listing every problem."""
     shown = display_path or str(path)
-    document = load_yaml(path, shown)
+    document = load_yaml(path, shown, what="roadmap")  # a regular file within the size and node limits
     reader = Reader(shown)
     top = reader.mapping(document, "", None)
     rows: list[Row] = []

@@ -21,7 +21,8 @@ from _vllm_gates.model import GateFile, Roadmap
 from _vllm_gates.profiles import current_profile_name
 from _vllm_gates.project import load_roadmap_of
 from _vllm_gates.reports import junit_claims, markdown, table, write_atomic, write_json
-from _vllm_gates.verdicts import ItemResult, RunReport, build_report, exit_code, with_unknown_rows
+from _vllm_gates.workers import WorkerPool
+from _vllm_gates.verdicts import ItemResult, RunReport, build_report, exit_code, interrupted, with_unknown_rows
 
 # pytest's own statuses that no verdict may hide: interrupted, internal error, usage error
 _PYTEST_ABORTS = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR)
@@ -37,6 +38,8 @@ class _Partial:
     duration: float = 0.0
     checks: int = 0
     rejected_by: str = ""
+    values: int = 0
+    agreed_errors: int = 0
 
 
 @dataclass(eq=False)
@@ -44,6 +47,7 @@ class GateRun:
     """State of one session's gate run; ``finish`` turns it into verdicts, reports and an exit status."""
 
     project: Config
+    pool: WorkerPool | None = None  # type: ignore[assignment]  # every gate run that collects has one
     audit: bool = False
     requested_rows: tuple[str, ...] | None = None
     json_path: str | None = None
@@ -56,6 +60,11 @@ class GateRun:
     broken: dict[str, str] = field(default_factory=dict)
     selected: list[ItemIdentity] = field(default_factory=list)
     deselected: int = 0
+    declared: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # the manifest: items of each gate
+    gate_markers: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    markexpr: str = ""
+    interrupted: str | None = None
+    previous_sigterm: Any = None
     other_failures: int = 0
     summary: str = ""
     report: RunReport | None = None
@@ -83,6 +92,7 @@ class GateRun:
         found = item.stash.get(RECORD, None)
         if found is not None:
             entry.checks, entry.rejected_by = found.checks, found.rejected_by
+            entry.values, entry.agreed_errors = found.values, found.agreed_errors
         if report.skipped:
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
@@ -96,7 +106,8 @@ class GateRun:
     def results(self) -> list[ItemResult]:
         return [ItemResult(nodeid=nodeid, row=e.identity.row, gate=e.identity.gate, milestone=e.identity.milestone,
                            kind=e.identity.kind.value, name=nodeid.rsplit("::", 1)[-1], outcome=e.outcome, checks=e.checks,
-                           detail=e.rejected_by if e.outcome == "passed" else e.detail, duration=round(e.duration, 6))
+                           detail=e.rejected_by if e.outcome == "passed" else e.detail, duration=round(e.duration, 6),
+                           values=e.values, agreed_errors=e.agreed_errors)
                 for nodeid, e in self._results.items()]
 
     def scope(self, roadmap: Roadmap) -> list[str]:
@@ -118,9 +129,24 @@ class GateRun:
             rows = sorted({i.row for i in items})
             return with_unknown_rows(RunReport((), tuple(items)), {row: message for row in rows})
         rows = self.scope(roadmap)
-        selected = {(i.row, i.gate) for i in self.selected} if self.deselected else None
-        report = build_report(roadmap, list(self.gate_files.values()), items, dict(self.broken), rows, selected)
-        return with_unknown_rows(report, {row: message for row, message in self.broken.items() if roadmap.row(row) is None})
+        in_run = self.gates_in_run()
+        done = {(i.row, i.gate, i.name) for i in items}
+        missing = {key: tuple(name for name in names if (*key, name) not in done) for key, names in self.declared.items() if key in in_run}
+        selected = in_run if self.markexpr else None
+        report = build_report(roadmap, list(self.gate_files.values()), items, dict(self.broken), rows, selected,
+                              {key: names for key, names in missing.items() if names})
+        report = with_unknown_rows(report, {row: message for row, message in self.broken.items() if roadmap.row(row) is None})
+        return interrupted(report, self.interrupted) if self.interrupted else report
+
+    def gates_in_run(self) -> set[tuple[str, str]]:
+        """Gates whose markers the run's -m expression selects (all without one): each of their items must run."""
+        if not self.markexpr:
+            return set(self.declared)
+        from _pytest.mark.expression import Expression
+
+        expression = Expression.compile(self.markexpr)
+        return {key for key, markers in self.gate_markers.items()
+                if expression.evaluate(lambda name, /, **kwargs: name in markers)}
 
     def finish(self, config: pytest.Config | None, pytest_status: int) -> int:
         """Judge the run, write its reports and return the session's exit status (config None: pytest did not run)."""
@@ -137,7 +163,7 @@ class GateRun:
             _add_claims_to_junit(config, report)
         elif self.junit_path:
             write_atomic(Path(self.junit_path), junit_claims(report))
-        meta = {"markexpr": (config.option.markexpr or "") if config is not None else self.meta.get("markexpr", ""), "rows": [r.row for r in report.rows],
+        meta = {"markexpr": self.markexpr or self.meta.get("markexpr", ""), "interrupted": self.interrupted, "rows": [r.row for r in report.rows],
                 "profile": current_profile_name(), **self.meta}
         if self.json_path:
             write_json(Path(self.json_path), report, code, meta)
@@ -147,6 +173,8 @@ class GateRun:
 
     def _combine(self, verdict_code: ExitCode, pytest_status: int) -> int:
         """The verdicts decide, except that pytest's aborts and failing tests that are not gate items still count."""
+        if self.interrupted:
+            return ExitCode.INTERRUPTED
         if pytest_status in _PYTEST_ABORTS:
             return ExitCode.ERROR
         if self.other_failures and verdict_code in (ExitCode.OK, ExitCode.EMPTY):

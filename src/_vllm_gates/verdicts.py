@@ -15,6 +15,7 @@ class Verdict(str, Enum):
     SKIPPED = "SKIPPED"
     WEAK = "WEAK"
     EMPTY = "EMPTY"
+    INCOMPLETE = "INCOMPLETE"
     FAIL = "FAIL"
     ERROR = "ERROR"
 
@@ -41,6 +42,8 @@ class ItemResult:
     checks: int = 0
     detail: str = ""
     duration: float = 0.0
+    values: int = 0  # properties: examples whose values were compared
+    agreed_errors: int = 0  # properties: examples where impl and oracle raised errors that agree
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,9 @@ class GateResult:
     known_bad_total: int
     checks: int
     reason: str = ""
+    values_compared: int = 0
+    errors_agreed: int = 0
+    missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,21 +90,27 @@ class RowReport:
 class RunReport:
     rows: tuple[RowReport, ...]
     items: tuple[ItemResult, ...] = field(default_factory=tuple)
+    interrupted: str | None = None  # the signal that stopped the run, when one did
 
     @property
     def checks(self) -> int:
         return sum(g.checks for r in self.rows for g in r.gates)
 
 
-def gate_verdict(items: list[ItemResult], has_known_bad: bool) -> tuple[Verdict, str]:
-    """ERROR > FAIL > EMPTY (nothing ran) > SKIPPED > WEAK (no known-bad) > PASS."""
-    if not items:
-        return Verdict.EMPTY, "no item of this gate was selected"
+def gate_verdict(items: list[ItemResult], has_known_bad: bool, missing: tuple[str, ...] = ()) -> tuple[Verdict, str]:
+    """ERROR > FAIL > INCOMPLETE (a declared item without a result) > EMPTY (nothing ran) > SKIPPED > WEAK > PASS."""
     if any(i.outcome == "error" for i in items):
         return Verdict.ERROR, next(i.detail for i in items if i.outcome == "error")
     if any(i.outcome == "failed" for i in items):
         failed = [i.name for i in items if i.outcome == "failed"]
         return Verdict.FAIL, "failed: " + ", ".join(failed)
+    if missing:
+        return Verdict.INCOMPLETE, "declared but not run here: " + ", ".join(missing)
+    if not items:
+        return Verdict.EMPTY, "no item of this gate was selected"
+    empty = [i.name for i in items if i.kind == "properties" and i.outcome == "passed" and i.values == 0]
+    if empty:
+        return Verdict.EMPTY, "the properties checked nothing: no generated example gave values to compare"
     if all(i.outcome == "skipped" for i in items):
         return Verdict.SKIPPED, items[0].detail
     if any(i.outcome == "skipped" for i in items):
@@ -115,8 +127,8 @@ def _gpu_only_skips(gates: list[GateResult]) -> bool:
 
 
 def claim_met(state: str, verdict: Verdict, gates: list[GateResult]) -> tuple[bool, str]:
-    """DONE needs PASS; PARTIAL allows gpu gates SKIPPED; no state excuses ERROR or EMPTY."""
-    if verdict in (Verdict.ERROR, Verdict.EMPTY):
+    """DONE needs PASS; PARTIAL allows gpu gates SKIPPED; no state excuses ERROR, INCOMPLETE or EMPTY."""
+    if verdict in (Verdict.ERROR, Verdict.EMPTY, Verdict.INCOMPLETE):
         return False, f"{verdict.value} is never green"
     if state == "DONE" and verdict is not Verdict.PASS:
         return False, f"claims DONE but the verdict is {verdict.value}"
@@ -130,13 +142,15 @@ def claim_met(state: str, verdict: Verdict, gates: list[GateResult]) -> tuple[bo
 
 def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemResult],
                  broken_rows: dict[str, str] | None = None, selected_rows: list[str] | None = None,
-                 selected_gates: set[tuple[str, str]] | None = None) -> RunReport:
+                 selected_gates: set[tuple[str, str]] | None = None,
+                 missing: dict[tuple[str, str], tuple[str, ...]] | None = None) -> RunReport:
     """Aggregate item outcomes into gate, milestone and row verdicts and check each claimed state.
 
     ``selected_gates`` (row, gate) limits the verdicts to the gates the run selected (a marker filter);
-    None means every gate of the selected rows.
+    None means every gate of the selected rows. ``missing`` names each gate's declared items that have no result.
     """
     broken_rows = broken_rows or {}
+    missing = missing or {}
     by_gate: dict[tuple[str, str], list[ItemResult]] = {}
     for item in items:
         by_gate.setdefault((item.row, item.gate), []).append(item)
@@ -151,7 +165,8 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
             if selected_gates is not None and (row.id, gate.id) not in selected_gates:
                 continue
             gate_items = by_gate.get((row.id, gate.id), [])
-            verdict, reason = gate_verdict(gate_items, bool(gate.known_bad))
+            not_run = missing.get((row.id, gate.id), ())
+            verdict, reason = gate_verdict(gate_items, bool(gate.known_bad), not_run)
             cases = [i for i in gate_items if i.kind == "case"]
             known = [i for i in gate_items if i.kind == "known_bad"]
             gate_results.append(GateResult(
@@ -159,7 +174,9 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
                 sum(i.outcome == "passed" for i in cases), len(gate.cases),
                 sum(i.checks for i in gate_items if i.kind == "properties" and i.outcome == "passed"),
                 sum(i.outcome == "passed" for i in known), len(gate.known_bad),
-                sum(i.checks for i in gate_items), reason))
+                sum(i.checks for i in gate_items), reason,
+                sum(i.values for i in gate_items if i.kind == "properties"),
+                sum(i.agreed_errors for i in gate_items if i.kind == "properties"), not_run))
         row_errors = by_gate.get((row.id, "<file>"), [])
         if selected_gates is not None and not gate_results and not row_errors and row.id not in broken_rows:
             continue  # a marker filter left this row nothing to run: it is not part of this run
@@ -192,11 +209,13 @@ def with_unknown_rows(report: RunReport, problems: dict[str, str]) -> RunReport:
     """Gate files that name no roadmap row still get a row line, in ERROR, so nothing broken is dropped."""
     extra = tuple(RowReport(row, "(not in the roadmap)", ClaimResult(row, None, "-", Verdict.ERROR, False, message), (), ())
                   for row, message in problems.items())
-    return RunReport(report.rows + extra, report.items)
+    return RunReport(report.rows + extra, report.items, report.interrupted)
 
 
 def exit_code(report: RunReport) -> ExitCode:
-    """0 every selected row meets its claim; 3 a definition/harness ERROR; 5 nothing ran; 1 a claim not met."""
+    """0 every selected row meets its claim; 130 interrupted; 3 a definition/harness ERROR; 5 nothing ran; 1 a claim not met."""
+    if report.interrupted:
+        return ExitCode.INTERRUPTED
     if any(r.claim.verdict is Verdict.ERROR for r in report.rows):
         return ExitCode.ERROR
     ran = [i for i in report.items if i.outcome in ("passed", "failed", "error")]
@@ -205,3 +224,13 @@ def exit_code(report: RunReport) -> ExitCode:
     if not all(r.claim.claim_met for r in report.rows):
         return ExitCode.CLAIM_NOT_MET
     return ExitCode.OK
+
+
+def interrupted(report: RunReport, signal_name: str) -> RunReport:
+    """The same report, stopped by ``signal_name``: no claim of it is met."""
+    def unmet(claim: ClaimResult) -> ClaimResult:
+        why = f"the run was interrupted ({signal_name})" + (f"; {claim.reason}" if claim.reason else "")
+        return ClaimResult(claim.row, claim.milestone, claim.state, claim.verdict, False, why)
+
+    rows = tuple(RowReport(r.row, r.title, unmet(r.claim), tuple(unmet(m) for m in r.milestones), r.gates) for r in report.rows)
+    return RunReport(rows, report.items, signal_name)

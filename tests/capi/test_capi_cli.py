@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gates.rows.capi_abi.compare import same_engine_params
-from gates.rows.capi_abi.subjects import engine_params_via_python
+from gates.rows.capi_abi.subjects import describe, engine_params_via_c, engine_params_via_python
 from impl.entrypoints import example_cli
 
 pytestmark = pytest.mark.cpu
@@ -20,7 +20,20 @@ pytestmark = pytest.mark.cpu
     ["--num-blocks", "7", "--block-size", "16", "--max-model-len", "4096", "--model", "/m/é"],
 ])
 def test_c_path_equals_python_path(argv):
-    assert same_engine_params(example_cli.engine_params_via_c(argv), engine_params_via_python(argv))
+    via_c = engine_params_via_c(argv)
+    assert via_c == describe(example_cli.engine_params_via_c(argv))
+    assert same_engine_params(via_c, engine_params_via_python(argv))
+
+
+def test_engine_params_views_are_plain_and_strict():
+    view = engine_params_via_c([])
+    assert type(view["gpu_memory_utilization"]) is float and view["gpu_memory_utilization"] == 0.92
+    assert view["gpu_memory_utilization_is_explicit"] is False
+    assert same_engine_params(view, {"gpu_memory_utilization": 0.92, "block_size": 32})
+    assert not same_engine_params(view, {"block_size": 32.0})  # types count
+    assert not same_engine_params(view, {"gpu_memory_utilization_is_explicit": 0})
+    assert not same_engine_params(view, {"no_such_field": 1})
+    assert not same_engine_params(example_cli.engine_params_via_c([]), view)  # only the plain view is compared
 
 
 def test_absent_utilization_is_written_as_zero_and_reads_as_default():

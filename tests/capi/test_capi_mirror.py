@@ -5,7 +5,7 @@ import ctypes
 
 import pytest
 
-from gates.rows.capi_abi.compare import member_values
+from gates.rows.capi_abi.subjects import c_default_through_mirror, member_values, model_params_default_members
 from gates.rows.capi_abi import build as inputs
 from impl.capi import VLLM_ABI_VERSION, ModelParams, VllmStatus, model_params_default, open_library
 from impl.capi.abi import FIELD_SINCE
@@ -36,12 +36,14 @@ def test_status_codes_are_the_headers(spec_text):
 
 def test_python_default_equals_c_default(compiler):
     assert member_values(model_params_default()) == c_default_values(inputs.SPEC_HEADER)
+    assert model_params_default_members() == c_default_values(inputs.SPEC_HEADER)
 
 
 def test_c_default_returned_by_value_into_the_mirror(compiler, spec_text):
     library = open_library(load(spec_text).path)
     assert library.abi_version == 16
     assert member_values(library.model_params_default()) == member_values(model_params_default())
+    assert c_default_through_mirror() == member_values(model_params_default())
 
 
 def test_library_of_another_version_is_refused(compiler):

@@ -216,10 +216,21 @@ def check_call(data: Mapping[str, Any]) -> Call:
     return Call(args=(str(SPEC_HEADER), raw_members(data.get("members", {})), probe_bytes_per_block(probe)))
 
 
+def _text_field(value: Any) -> Any:
+    """A field value as given, or ``{code_points: [ints]}`` made into the str of those code points: how a case
+    names text that plain case data cannot carry (a lone surrogate such as U+D800 is no valid Unicode string)."""
+    if isinstance(value, Mapping):
+        if set(value) != {"code_points"} or not all(type(c) is int for c in value["code_points"]):
+            raise ValueError(f"a text field given as a mapping must be {{code_points: [ints]}}, got {dict(value)!r}")
+        return "".join(chr(c) for c in value["code_points"])
+    return value
+
+
 def engine_params(data: Mapping[str, Any]) -> Call:
-    """Call(EngineParams(**data)) for the round trip; an absent utilization is the default."""
+    """Call(EngineParams(**data)) for the round trip; an absent utilization is the default. A string field may be
+    given as ``{code_points: [...]}`` (see :func:`_text_field`)."""
     require_compiler()
-    return Call(args=(EngineParams(**data),))
+    return Call(args=(EngineParams(**{name: _text_field(value) for name, value in data.items()}),))
 
 
 def v15_struct(data: Mapping[str, Any]) -> Call:

@@ -11,8 +11,6 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from enum import IntEnum
-
 from impl.capi import history as good_history
 from impl.capi.abi import FIELD_SINCE, MEMBERS, ModelParams, VllmStatus
 from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, engine_params_from_c, engine_params_from_values
@@ -25,7 +23,8 @@ from impl.entrypoints import example_cli
 from impl.entrypoints.model_loader import DEFAULT_GPU_MEMORY_UTILIZATION, EngineParams
 from impl.v1.kv_cache_interface import KVCacheConfig
 
-from .subjects import default_returned_by_value, load_verdict, pool_from_members, through_c, verdict
+from .subjects import (default_returned_by_value, describe, load_verdict, member_values, pool_from_members, through_c,
+                       verdict)
 
 
 def _mirror(label: str, *, retype: dict[str, type] | None = None,
@@ -93,39 +92,39 @@ def history_skips_entries(header_text: str) -> dict[str, object]:
     return good_history.field_history(good_history.read_members(header_text), good_history.read_abi_version(header_text))
 
 
-# --- defaults gate: impl.capi:model_params_default() ------------------------------------------------------
+# --- defaults gate: gates.rows.capi_abi.subjects:model_params_default_members() ---------------------------
 
-def default_num_blocks_256() -> ModelParams:
+def default_num_blocks_256() -> dict[str, Any]:
     """The pre-v16 default pool of 256 blocks."""
     params = model_params_default()
     params.num_blocks = 256
-    return params
+    return member_values(params)
 
 
-def default_max_num_seqs_8() -> ModelParams:
+def default_max_num_seqs_8() -> dict[str, Any]:
     """What the port's header comment still said ("<= 0 => 8") instead of the engine's 32."""
     params = model_params_default()
     params.max_num_seqs = 8
-    return params
+    return member_values(params)
 
 
-def default_utilization_zero() -> ModelParams:
+def default_utilization_zero() -> dict[str, Any]:
     """0.0 in the default struct: reads the same, but is not what vllm_model_params_default() returns."""
     params = model_params_default()
     params.gpu_memory_utilization = 0.0
-    return params
+    return member_values(params)
 
 
 # --- default-by-value gate: gates.rows.capi_abi.subjects:c_default_through_mirror() --------------------------------
 
-def by_value_into_float_mirror() -> ctypes.Structure:
+def by_value_into_float_mirror() -> dict[str, Any]:
     """The C default received into a mirror whose utilization is a float."""
-    return default_returned_by_value(FLOAT_UTILIZATION)
+    return member_values(default_returned_by_value(FLOAT_UTILIZATION))
 
 
-def by_value_into_mid_struct_mirror() -> ctypes.Structure:
+def by_value_into_mid_struct_mirror() -> dict[str, Any]:
     """The C default received into a mirror with a member inserted mid-struct."""
-    return default_returned_by_value(MID_STRUCT)
+    return member_values(default_returned_by_value(MID_STRUCT))
 
 
 # --- bad readers shared by the round-trip, zero-struct and status gates ----------------------------------
@@ -153,29 +152,29 @@ LATIN1 = tuple(replace(m, from_c=_latin1) if m.name in ("model_path", "tool_pars
 
 # --- round-trip gate: gates.rows.capi_abi.subjects:round_trip(params) -----------------------------------------------
 
-def round_trip_float_utilization(params: EngineParams) -> EngineParams:
+def round_trip_float_utilization(params: EngineParams) -> dict[str, Any]:
     """Through a mirror whose utilization is a float."""
-    return through_c(params, FLOAT_UTILIZATION)
+    return describe(through_c(params, FLOAT_UTILIZATION))
 
 
-def round_trip_int32_byte_budget(params: EngineParams) -> EngineParams:
+def round_trip_int32_byte_budget(params: EngineParams) -> dict[str, Any]:
     """Through a mirror whose byte budget is an int32_t (ctypes wraps 4 GiB to 0 without a word)."""
-    return through_c(params, INT32_BUDGET)
+    return describe(through_c(params, INT32_BUDGET))
 
 
-def round_trip_field_inserted_mid_struct(params: EngineParams) -> EngineParams:
+def round_trip_field_inserted_mid_struct(params: EngineParams) -> dict[str, Any]:
     """Through a mirror with offload_config inserted before enable_jump_forward."""
-    return through_c(params, MID_STRUCT)
+    return describe(through_c(params, MID_STRUCT))
 
 
-def round_trip_zero_utilization_literal(params: EngineParams) -> EngineParams:
+def round_trip_zero_utilization_literal(params: EngineParams) -> dict[str, Any]:
     """Reads utilization 0.0 as 0.0 instead of the default."""
-    return through_c(params, mappings=LITERAL_ZERO)
+    return describe(through_c(params, mappings=LITERAL_ZERO))
 
 
-def round_trip_strings_as_latin1(params: EngineParams) -> EngineParams:
+def round_trip_strings_as_latin1(params: EngineParams) -> dict[str, Any]:
     """Writes UTF-8 but reads model_path and tool_parser back as Latin-1."""
-    return through_c(params, mappings=LATIN1)
+    return describe(through_c(params, mappings=LATIN1))
 
 
 # --- zero-struct gate: gates.rows.capi_abi.subjects:pool_from_v16_struct(v15, probe) --------------------------------
@@ -244,20 +243,15 @@ def load_nan_utilization_unnamed(params: ModelParams, probe: KVCacheConfig) -> d
     return _read_then_load(params, probe, _swap("gpu_memory_utilization", _nan_slips_through))
 
 
-class _RenumberedStatus(IntEnum):
-    """A binding that numbered MODEL_LOAD before INVALID_ARGUMENT."""
-
-    VLLM_OK = 0
-    VLLM_ERR_MODEL_LOAD = 1
-    VLLM_ERR_INVALID_ARGUMENT = 2
-    VLLM_ERR_RUNTIME = 3
-    VLLM_ERR_UNKNOWN = 4
+_RENUMBERED_STATUS: dict[str, int] = {"VLLM_OK": 0, "VLLM_ERR_MODEL_LOAD": 1, "VLLM_ERR_INVALID_ARGUMENT": 2,
+                                      "VLLM_ERR_RUNTIME": 3, "VLLM_ERR_UNKNOWN": 4}
+"""A binding that numbered MODEL_LOAD before INVALID_ARGUMENT (status name -> its wrong code, a plain int)."""
 
 
 def load_status_renumbered(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
     """Right status names, wrong numbers: a C caller comparing codes reads INVALID_ARGUMENT as MODEL_LOAD."""
     result = load_verdict(params, probe)
-    return {**result, "code": int(_RenumberedStatus[result["status"]])}
+    return {**result, "code": _RENUMBERED_STATUS[result["status"]]}
 
 
 def load_message_without_member(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
@@ -282,15 +276,15 @@ def version_unchecked(library_path: str) -> int:
     return int(function())
 
 
-# --- CLI gate: impl.entrypoints.example_cli:engine_params_via_c(argv) --------------------------------------
+# --- CLI gate: gates.rows.capi_abi.subjects:engine_params_via_c(argv) --------------------------------------
 
-def cli_writes_default_utilization(argv: list[str]) -> EngineParams:
+def cli_writes_default_utilization(argv: list[str]) -> dict[str, Any]:
     """The older example CLI: no flag writes 0.92 into the struct, so the engine sees a chosen utilization."""
     args = example_cli.build_parser().parse_args(list(argv))
     params = example_cli.model_params_from_args(args)
     if args.gpu_memory_utilization is None:
         params.gpu_memory_utilization = 0.92
-    return engine_params_from_c(params)
+    return describe(engine_params_from_c(params))
 
 
 def _strtoll(text: str) -> str:
@@ -298,19 +292,19 @@ def _strtoll(text: str) -> str:
     return match.group(1) if match else "0"
 
 
-def cli_strtoll_kv_memory(argv: list[str]) -> EngineParams:
+def cli_strtoll_kv_memory(argv: list[str]) -> dict[str, Any]:
     """The C example's strtoll: "4GiB" reads as 4 bytes and "abc" as 0 (unset)."""
     words = list(argv)
     for i, word in enumerate(words[:-1]):
         if word in ("--kv-cache-memory", "--kv-cache-memory-bytes"):
             words[i + 1] = _strtoll(words[i + 1])
-    return example_cli.engine_params_via_c(words)
+    return describe(example_cli.engine_params_via_c(words))
 
 
-def cli_zero_utilization_means_default(argv: list[str]) -> EngineParams:
+def cli_zero_utilization_means_default(argv: list[str]) -> dict[str, Any]:
     """atof("0") written as is: --gpu-memory-utilization 0 silently becomes the default."""
     args = example_cli.build_parser().parse_args(list(argv))
     if args.gpu_memory_utilization == 0.0:
         args.gpu_memory_utilization = None
-    return engine_params_from_c(example_cli.model_params_from_args(args))
+    return describe(engine_params_from_c(example_cli.model_params_from_args(args)))
 

@@ -1,6 +1,8 @@
 """Hypothesis strategies of CAPI-ABI case inputs: EngineParams, struct members, command lines, headers.
 
-Every strategy returns plain data shaped as the builders of gates/inputs/capi.py expect.
+Every strategy returns plain data shaped as the builders of ``build.py`` expect. The judging process imports this
+module, so it imports neither ``impl`` nor ``oracles`` (nor ``build.py``, which does): the v16 member list below is
+written out as plain data, and tests/capi/test_capi_judge_side.py checks it against the mirror's ``MEMBERS``.
 """
 from __future__ import annotations
 
@@ -8,13 +10,20 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from impl.capi.abi import MEMBERS
-
-from .build import V16_MEMBERS
-
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-STRING_MEMBERS = tuple(name for name, ctype, _ in MEMBERS if ctype.__name__ == "c_char_p")
+
+V16_MEMBERS: tuple[tuple[str, str, int], ...] = (
+    ("model_path", "const char *", 1), ("tokenizer_config_path", "const char *", 1), ("block_size", "int32_t", 1),
+    ("num_blocks", "int32_t", 1), ("max_model_len", "int32_t", 1), ("max_num_seqs", "int32_t", 1),
+    ("tool_parser", "const char *", 4), ("reasoning_parser", "const char *", 5),
+    ("speculative_config", "const char *", 6), ("enable_prefix_caching", "int32_t", 7),
+    ("max_num_batched_tokens", "int32_t", 9), ("scheduling_policy", "const char *", 9),
+    ("kv_transfer_config", "const char *", 9), ("enable_jump_forward", "int32_t", 10), ("device", "int32_t", 14),
+    ("gpu_memory_utilization", "double", 16), ("kv_cache_memory_bytes", "int64_t", 16),
+)
+"""``vllm_model_params`` at v16: (member, C type, version that added it), in struct order."""
+STRING_MEMBERS = tuple(name for name, ctype, _ in V16_MEMBERS if ctype == "const char *")
 
 # Text a C string can hold: no NUL, no lone surrogate (neither is UTF-8), non-ASCII welcome.
 _c_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=12)

@@ -1,30 +1,52 @@
 """Subjects of the CAPI-ABI gates: impl.capi run through the compiled C oracles, giving plain results.
 
-Each public function is a gate's ``impl`` (or ``oracle``) target; the helpers taking a struct class or member
-mappings let ``known_bad.py`` run the same path with one wrong piece. Comparisons live in ``compare.py``.
+Each public function is a gate's ``impl`` (or ``oracle``) target and answers with plain data only (None, bool,
+int, float, str, lists and dicts of them): an ``EngineParams`` is seen through :func:`describe`, a ctypes struct
+through :func:`member_values`. The helpers taking a struct class or member mappings (and returning impl objects)
+let ``known_bad.py`` run the same path with one wrong piece. Comparisons live in ``compare.py``, which takes the
+plain views and imports nothing from here.
 """
 from __future__ import annotations
 
 import ctypes
 import re
 import warnings
+from dataclasses import fields
 from typing import Any, Callable, Mapping, Sequence
 
+from impl.capi import model_params_default
 from impl.capi.abi import ModelParams
 from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, c_values_from_engine, engine_params_from_values
 from impl.capi.library import open_library
 from impl.capi.load import LoadResult, engine_load
 from impl.entrypoints.cli_args import engine_params_from_args
+from impl.entrypoints import example_cli
 from impl.entrypoints.example_cli import build_parser
 from impl.entrypoints.model_loader import EngineParams, resolve_num_blocks
 from impl.v1.kv_cache_interface import KVCacheConfig
 from oracles.abi.library import load
 
 from .build import SPEC_HEADER
-from .compare import describe
 
 
 _NAMED_MEMBER = re.compile(r"vllm_model_params\.([A-Za-z_]\w*)")
+
+
+def describe(params: EngineParams) -> dict[str, Any]:
+    """Every field of ``params`` plus whether the utilization was chosen (``==`` alone cannot tell), as plain
+    values: the utilization's ``DefaultUtilization`` marker (a float subclass) becomes a plain ``float``."""
+    view = {f.name: getattr(params, f.name) for f in fields(params)}
+    view["gpu_memory_utilization"] = float(params.gpu_memory_utilization)
+    view["gpu_memory_utilization_is_explicit"] = params.gpu_memory_utilization_is_explicit
+    return view
+
+
+def member_values(struct: ctypes.Structure) -> dict[str, Any]:
+    """A ctypes struct's members in declaration order as plain values (``char *`` decoded as UTF-8)."""
+    if not isinstance(struct, ctypes.Structure):
+        raise TypeError(f"expected a ctypes struct, got {type(struct).__name__}")
+    values = {name: getattr(struct, name) for name, _ in struct._fields_}
+    return {k: v.decode("utf-8") if isinstance(v, bytes) else v for k, v in values.items()}
 
 
 def through_c(params: EngineParams, struct: type[ctypes.Structure] = ModelParams,
@@ -48,19 +70,24 @@ def default_returned_by_value(struct: type[ctypes.Structure] = ModelParams) -> c
     return function()
 
 
-def c_default_through_mirror() -> ctypes.Structure:
-    """The C default as a Python caller receives it: by value, into ``ModelParams``."""
-    return default_returned_by_value()
+def model_params_default_members() -> dict[str, Any]:
+    """Gate target of defaults: the mirror's ``model_params_default()`` seen through :func:`member_values`."""
+    return member_values(model_params_default())
 
 
-def round_trip(params: EngineParams) -> EngineParams:
-    """EngineParams -> vllm_model_params -> compiled C copy -> vllm_model_params -> EngineParams."""
-    return through_c(params)
+def c_default_through_mirror() -> dict[str, Any]:
+    """The C default as a Python caller receives it: by value, into ``ModelParams``; its :func:`member_values`."""
+    return member_values(default_returned_by_value())
 
 
-def unchanged(params: EngineParams) -> EngineParams:
-    """What a round trip must give back: the params themselves."""
-    return params
+def round_trip(params: EngineParams) -> dict[str, Any]:
+    """EngineParams -> vllm_model_params -> compiled C copy -> vllm_model_params -> EngineParams, described."""
+    return describe(through_c(params))
+
+
+def unchanged(params: EngineParams) -> dict[str, Any]:
+    """What a round trip must give back: the params themselves, described."""
+    return describe(params)
 
 
 def pool_from_members(v15: Mapping[str, Any], probe: KVCacheConfig,
@@ -96,7 +123,13 @@ def load_verdict(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
     return verdict(engine_load(params, probe))
 
 
-def engine_params_via_python(argv: Sequence[str]) -> EngineParams:
-    """The Python front door: the kv-plan flag code, then ``engine_params_from_args``."""
-    return engine_params_from_args(build_parser().parse_args(list(argv)))
+def engine_params_via_c(argv: Sequence[str]) -> dict[str, Any]:
+    """Gate target of cli-flags: ``example_cli.engine_params_via_c`` (flags -> vllm_model_params -> EngineParams),
+    described."""
+    return describe(example_cli.engine_params_via_c(argv))
+
+
+def engine_params_via_python(argv: Sequence[str]) -> dict[str, Any]:
+    """The Python front door: the kv-plan flag code, then ``engine_params_from_args``; described."""
+    return describe(engine_params_from_args(build_parser().parse_args(list(argv))))
 

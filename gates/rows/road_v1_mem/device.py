@@ -110,9 +110,9 @@ def run_device_check(budget_fn: BudgetFn, geometry: Mapping[str, Any], kv: Mappi
            f"activation peak {result.torch_peak_increase}, non-torch growth {result.non_torch_increase}, "
            f"{num_blocks} blocks x {per_block} bytes, footprint {footprint}, headroom {requested - footprint}, "
            f"profile {result.profile_time:.3f} s")
-    return {"pool_within_budget": footprint <= requested,
-            "one_more_block_exceeds": footprint + per_block > requested,
-            "activation_peak_positive": result.torch_peak_increase > 0}
+    return {"pool_within_budget": bool(footprint <= requested),  # plain bools whatever the readings' number types
+            "one_more_block_exceeds": bool(footprint + per_block > requested),
+            "activation_peak_positive": bool(result.torch_peak_increase > 0)}
 
 
 def device_profile_check(geometry: Mapping[str, Any], kv: Mapping[str, Any], gpu_memory_utilization: float,

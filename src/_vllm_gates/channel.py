@@ -1,0 +1,88 @@
+"""Framing of the worker protocol (docs/worker-protocol.md): a 4-byte big-endian length, then that many bytes of UTF-8 JSON."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import struct
+import time
+from typing import Any
+
+PROTOCOL_VERSION = 1
+MAX_FRAME = 256 * 1024 * 1024
+_HEADER = struct.Struct(">I")
+
+
+class ChannelClosed(Exception):
+    """The other side closed the channel (or died) before a whole frame arrived."""
+
+
+class ChannelTimeout(Exception):
+    """No whole frame arrived within the time allowed."""
+
+
+class ProtocolError(Exception):
+    """A frame that is not what the protocol allows (too long, not JSON, not an object)."""
+
+
+def frame(message: dict[str, Any]) -> bytes:
+    body = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    if len(body) > MAX_FRAME:
+        raise ProtocolError(f"a message of {len(body)} bytes exceeds the {MAX_FRAME}-byte frame limit")
+    return _HEADER.pack(len(body)) + body
+
+
+def send(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.sendall(frame(message))
+
+
+_BUFFERS: dict[int, bytearray] = {}  # bytes read past the last frame, per socket
+
+
+def _read_exactly(sock: socket.socket, count: int, deadline: float | None) -> bytes:
+    buffer = _BUFFERS.setdefault(id(sock), bytearray())
+    while len(buffer) < count:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([sock], [], [], left)[0]:
+                raise ChannelTimeout()
+        chunk = sock.recv(max(count - len(buffer), 1 << 16))
+        if not chunk:
+            _BUFFERS.pop(id(sock), None)
+            raise ChannelClosed()
+        buffer += chunk
+    data = bytes(buffer[:count])
+    del buffer[:count]
+    return data
+
+
+def receive(sock: socket.socket, timeout: float | None = None) -> dict[str, Any]:
+    """One message; ChannelTimeout after ``timeout`` seconds, ChannelClosed at end of stream."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    (length,) = _HEADER.unpack(_read_exactly(sock, _HEADER.size, deadline))
+    if length > MAX_FRAME:
+        raise ProtocolError(f"a frame of {length} bytes exceeds the {MAX_FRAME}-byte limit")
+    body = _read_exactly(sock, length, deadline)
+    try:
+        message = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError(f"a frame is not UTF-8 JSON: {exc}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError(f"a message must be a JSON object, got {type(message).__name__}")
+    return message
+
+
+def forget(sock: socket.socket) -> None:
+    """Drop what was buffered for a socket that is closed."""
+    _BUFFERS.pop(id(sock), None)
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON (non-finite floats are tagged)")
+
+
+def socket_from_fd(fd: int) -> socket.socket:
+    sock = socket.socket(fileno=fd)
+    os.set_inheritable(sock.fileno(), False)
+    return sock

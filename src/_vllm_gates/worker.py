@@ -1,0 +1,263 @@
+"""A worker of the protocol in docs/worker-protocol.md: runs the code under gate and answers the judge in plain data.
+
+`python -m _vllm_gates.worker --fd N`: N is this end of a socket pair the judge holds the other end of. The
+worker resolves targets (only under the allowed roots), runs builders and targets, and encodes what they return;
+it decides nothing. Whatever the code under gate does here — exit, hang, patch modules — ends in this process.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import sys
+import traceback
+from typing import Any, Callable
+
+from _vllm_gates.call import Call
+from _vllm_gates.channel import PROTOCOL_VERSION, ChannelClosed, ProtocolError, receive, send, socket_from_fd
+from _vllm_gates.errors import DefinitionError, Location
+from _vllm_gates.model import TargetRef
+from _vllm_gates.plain import NotPlain, encode
+from _vllm_gates.standins import WRONG_RESULT
+from _vllm_gates.targets import check_same_signature, resolve
+
+ENGINE_TARGETS = ("_vllm_gates.standins",)  # the audit's stand-in lives in the engine itself
+
+
+class Failed(Exception):
+    """A request that cannot be answered with a result: the protocol's error kind, message, and which target failed."""
+
+    def __init__(self, kind: str, message: str, which: str = "target"):
+        self.kind, self.message, self.which = kind, message, which
+        super().__init__(message)
+
+
+class Worker:
+    """Resolved targets of this worker, and the answers to the judge's requests."""
+
+    def __init__(self, allowed_roots: tuple[str, ...]):
+        self.allowed_roots = allowed_roots
+        self.resolved: dict[tuple[str, str | None], Callable[..., Any]] = {}
+
+    def target(self, written: str, anchor: str | None) -> Callable[..., Any]:
+        key = (written, anchor)
+        if key not in self.resolved:
+            ref = TargetRef(written, Location("", 0, 0), anchor)
+            roots = self.allowed_roots + (ENGINE_TARGETS if ref.module in ENGINE_TARGETS else ())
+            try:
+                self.resolved[key] = resolve(ref, "target", roots)
+            except DefinitionError as error:
+                raise Failed("definition", "; ".join(p.message for p in error.problems)) from None
+        return self.resolved[key]
+
+    def check(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Resolve every target of a gate (and a known-bad's signature against the impl's); list what fails."""
+        problems = []
+        for entry in request["targets"]:
+            try:
+                found = self.target(entry["target"], entry.get("anchor"))
+                if entry.get("signature_of"):
+                    impl = self.target(entry["signature_of"], entry.get("anchor"))
+                    ref = TargetRef(entry["target"], Location("", 0, 0), entry.get("anchor"))
+                    impl_ref = TargetRef(entry["signature_of"], Location("", 0, 0), entry.get("anchor"))
+                    try:
+                        check_same_signature(impl, found, ref, "target", impl_ref)
+                    except DefinitionError as error:
+                        raise Failed("definition", "; ".join(p.message for p in error.problems)) from None
+            except Failed as failure:
+                problems.append({"key": entry["key"], "message": failure.message})
+        return {"problems": problems}
+
+    def call(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Build the call from the case input, check it binds, make it, and encode what came back."""
+        target = self.target(request["target"], request.get("anchor"))
+        try:
+            data = _decoded_input(request["input"])
+        except Exception as exc:
+            raise Failed("protocol", f"the input is not plain data: {exc}") from None
+        call = self._build(request.get("build"), request.get("build_anchor"), data)
+        _check_binds(target, call, request["target"])
+        try:
+            value = call.apply(target)
+        except BaseException as exc:  # whatever the target raises (argparse's exit, Hypothesis's StopTest) is data
+            return {"raised": _raised(exc)}
+        if value is WRONG_RESULT:
+            return {"value": {"$wrong": True}}
+        try:
+            return {"value": encode(value)}
+        except NotPlain as error:
+            raise Failed("not-plain", str(error)) from None
+
+    def _build(self, build: str | None, anchor: str | None, data: Any) -> Call:
+        if build is None:
+            return Call(kwargs=dict(data)) if isinstance(data, dict) else Call(args=(data,))
+        try:
+            builder = self.target(build, anchor)
+        except Failed as failure:
+            raise Failed(failure.kind, failure.message, "build") from None
+        name = getattr(builder, "__qualname__", build)
+        try:
+            call = builder(data)
+        except Exception as exc:
+            from _vllm_gates.render import render_value
+
+            raise Failed("builder", f"builder {name} failed on input {render_value(data)}: {type(exc).__name__}: {_text(exc)}",
+                         "build") from None
+        if not isinstance(call, Call):
+            raise Failed("builder", f"builder {name} returned {type(call).__name__}, expected vllm_gates.Call", "build")
+        return call
+
+
+def _decoded_input(data: Any) -> Any:
+    from _vllm_gates.plain import decode
+
+    return decode(data)
+
+
+def _check_binds(target: Callable[..., Any], call: Call, written: str) -> None:
+    """Arguments that do not bind to the target's parameters are the gate's mistake, not an outcome to compare."""
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*call.args, **dict(call.kwargs))
+    except TypeError as exc:
+        raise Failed("definition", f"the call's arguments do not bind to {written}{signature}: {exc}") from None
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # an exception whose __str__ fails still has a type to report
+        return f"<{type(exc).__name__} whose message cannot be shown>"
+
+
+def _raised(exc: BaseException) -> dict[str, Any]:
+    return {"type": type(exc).__name__, "mro": [cls.__name__ for cls in type(exc).__mro__], "message": _text(exc)}
+
+
+def serve(fd: int) -> int:
+    """Answer requests until the judge says bye or closes the channel."""
+    sock = socket_from_fd(fd)
+    hello = receive(sock)
+    if hello.get("op") != "hello" or hello.get("version") != PROTOCOL_VERSION:
+        send(sock, {"op": "refused", "reason": f"expected hello version {PROTOCOL_VERSION}, got {hello!r}"[:500]})
+        return 2
+    os.chdir(hello["root"])
+    for entry in reversed(hello.get("path", [])):
+        sys.path.insert(0, entry)
+    worker = Worker(tuple(hello["allowed_roots"]))
+    send(sock, {"op": "ready", "version": PROTOCOL_VERSION, "pid": os.getpid(), "language": "python"})
+    handlers = {"check": worker.check, "call": worker.call}
+    while True:
+        try:
+            request = receive(sock)
+        except ChannelClosed:
+            return 0
+        op = request.get("op")
+        if op == "bye":
+            return 0
+        reply: dict[str, Any] = {"id": request.get("id")}
+        handler = handlers.get(op)
+        try:
+            if handler is None:
+                raise Failed("protocol", f"unknown op {op!r}")
+            reply["result"] = handler(request)
+        except Failed as failure:
+            reply["error"] = {"kind": failure.kind, "message": failure.message, "which": failure.which}
+        except Exception as exc:  # the worker's own failure: reported, never a result
+            reply["error"] = {"kind": "worker", "message": f"{type(exc).__name__}: {_text(exc)}\n{traceback.format_exc()[-2000:]}"}
+        try:
+            send(sock, reply)
+        except (ProtocolError, ValueError) as exc:  # a result too big for a frame, or not JSON after all
+            send(sock, {"id": request.get("id"), "error": {"kind": "not-plain", "message": f"the result cannot be sent: {exc}"}})
+
+
+def zygote(fd: int) -> int:
+    """A fork server: import the preload modules once, then fork one worker per request (docs/worker-protocol.md).
+
+    Each request carries two descriptors, the new worker's channel end and its log; the reply is the worker's pid.
+    A status request reaps a worker and says how it ended.
+    """
+    import importlib
+
+    control = socket_from_fd(fd)
+    hello = receive(control)
+    for name in hello.get("preload", []):
+        try:
+            importlib.import_module(name)
+        except Exception:  # a module that does not import here is imported (and reported) by the worker that needs it
+            pass
+    send(control, {"op": "ready", "version": PROTOCOL_VERSION, "pid": os.getpid()})
+    while True:
+        try:
+            request, fds = _receive_with_fds(control)
+        except ChannelClosed:
+            return 0
+        if request.get("op") == "fork":
+            channel_fd, log_fd = fds
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                os.setsid()
+                os.dup2(log_fd, 1)
+                os.dup2(log_fd, 2)
+                os.close(log_fd)
+                os._exit(serve(channel_fd))
+            os.close(channel_fd)
+            os.close(log_fd)
+            send(control, {"op": "forked", "pid": pid})
+        elif request.get("op") == "status":
+            send(control, {"op": "status", **_status(int(request["pid"]), float(request.get("wait", 10.0)))})
+        else:
+            return 0
+
+
+def _receive_with_fds(sock: Any) -> tuple[dict[str, Any], list[int]]:
+    import json
+    import socket
+    import struct
+
+    data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 2)
+    if not data:
+        raise ChannelClosed()
+    (length,) = struct.unpack(">I", data[:4])
+    body = data[4:]
+    while len(body) < length:
+        more = sock.recv(length - len(body))
+        if not more:
+            raise ChannelClosed()
+        body += more
+    return json.loads(body.decode("utf-8")), list(fds)
+
+
+def _status(pid: int, wait: float) -> dict[str, Any]:
+    """How a forked worker ended: its exit status or signal; None for both when it is still running after ``wait`` s."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return {"exit": None, "signal": None, "unknown": True}
+        if done:
+            if os.WIFSIGNALED(status):
+                return {"exit": None, "signal": os.WTERMSIG(status)}
+            return {"exit": os.WEXITSTATUS(status), "signal": None}
+        if time.monotonic() >= deadline:
+            return {"exit": None, "signal": None}
+        time.sleep(0.02)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m _vllm_gates.worker")
+    parser.add_argument("--fd", type=int, required=True, help="this end of the socket pair the judge holds")
+    parser.add_argument("--zygote", action="store_true", help="serve as the fork server that starts workers")
+    args = parser.parse_args()
+    return zygote(args.fd) if args.zygote else serve(args.fd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""The judge's side of the worker protocol: one worker process per role and gate file, replaced when it dies.
+
+A worker that exits, is killed, closes the channel or overruns the call's time is reported as what happened
+(exit status, signal name, "timed out after 60 s"); the judge never takes its exit for its own.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _vllm_gates.channel import PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, ProtocolError, forget, receive, send
+
+STARTUP_TIMEOUT = 120.0
+
+
+class WorkerLost(Exception):
+    """The worker could not answer: it died, closed the channel, broke the protocol or ran out of time."""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How to start a worker: the project root, what goes on its sys.path, the roots its targets may name, and
+    the modules a fork server imports once for all workers (empty: each worker is a fresh interpreter)."""
+
+    root: Path
+    path: tuple[str, ...]
+    allowed_roots: tuple[str, ...]
+    preload: tuple[str, ...] = ()
+    command: tuple[str, ...] = (sys.executable, "-m", "_vllm_gates.worker")
+
+
+class Spawner:
+    """Starts fresh worker interpreters; reports how one ended."""
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+        self.processes: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(self, worker_end: socket.socket, log: Any) -> int:
+        process = subprocess.Popen([*self.spec.command, "--fd", str(worker_end.fileno())], pass_fds=(worker_end.fileno(),),
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.spec.root,
+                                   start_new_session=True)
+        self.processes[process.pid] = process
+        return process.pid
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        """The return code (negative: the signal), or None while it still runs after ``timeout`` s."""
+        try:
+            return self.processes[pid].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        pass
+
+
+class ForkServer(Spawner):
+    """Starts workers by forking a server that imported the preload modules once (torch takes seconds to import)."""
+
+    def __init__(self, spec: WorkerSpec):
+        super().__init__(spec)
+        judge_end, server_end = socket.socketpair()
+        self.log = tempfile.TemporaryFile(prefix="vllm-gates-forkserver-")
+        self.server = subprocess.Popen([*spec.command, "--zygote", "--fd", str(server_end.fileno())],
+                                       pass_fds=(server_end.fileno(),), stdin=subprocess.DEVNULL, stdout=self.log,
+                                       stderr=subprocess.STDOUT, cwd=spec.root, start_new_session=True,
+                                       env={**os.environ, "PYTHONPATH": os.pathsep.join([*spec.path, os.environ.get("PYTHONPATH", "")])})
+        server_end.close()
+        self.control = judge_end
+        send(self.control, {"op": "hello", "version": PROTOCOL_VERSION, "preload": list(spec.preload)})
+        self.ready = False
+
+    def _ask(self, message: dict[str, Any], fds: list[int] | None = None, timeout: float = STARTUP_TIMEOUT) -> dict[str, Any]:
+        from _vllm_gates.channel import frame
+
+        try:
+            if not self.ready:
+                receive(self.control, STARTUP_TIMEOUT)
+                self.ready = True
+            socket.send_fds(self.control, [frame(message)], fds or [])
+            return receive(self.control, timeout)
+        except (ChannelClosed, ChannelTimeout, ProtocolError, OSError) as error:
+            raise WorkerLost(f"the fork server failed ({type(error).__name__}: {error})") from None
+
+    def start(self, worker_end: socket.socket, log: Any) -> int:
+        return int(self._ask({"op": "fork"}, [worker_end.fileno(), log.fileno()])["pid"])
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        reply = self._ask({"op": "status", "pid": pid, "wait": timeout}, timeout=timeout + 30)
+        if reply.get("signal") is not None:
+            return -int(reply["signal"])
+        return None if reply.get("exit") is None else int(reply["exit"])
+
+    def close(self) -> None:
+        try:
+            self.control.close()
+            self.server.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.server.kill()
+        self.log.close()
+
+
+class WorkerProcess:
+    """One running worker and the judge's end of its channel."""
+
+    def __init__(self, spec: WorkerSpec, label: str, spawner: Spawner):
+        self.label, self.spawner = label, spawner
+        judge_end, worker_end = socket.socketpair()
+        self.log = tempfile.TemporaryFile(prefix="vllm-gates-worker-")
+        try:
+            self.pid = spawner.start(worker_end, self.log)
+        finally:
+            worker_end.close()
+        self.returncode: int | None = None
+        self.sock = judge_end
+        self.next_id = 0
+        send(self.sock, {"op": "hello", "version": PROTOCOL_VERSION, "root": str(spec.root), "path": list(spec.path),
+                         "allowed_roots": list(spec.allowed_roots), "role": label})
+        self.started = False
+
+    def wait_ready(self) -> None:
+        if self.started:
+            return
+        reply = self._receive(STARTUP_TIMEOUT, "starting")
+        if reply.get("op") != "ready" or reply.get("version") != PROTOCOL_VERSION:
+            self.kill()
+            raise WorkerLost(f"worker {self.label} did not start: {str(reply)[:300]}")
+        self.started = True
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request and wait for its reply; WorkerLost (and the worker ended) if none comes."""
+        self.send_request(message)
+        return self.receive_reply(timeout)
+
+    def send_request(self, message: dict[str, Any]) -> None:
+        self.wait_ready()
+        self.next_id += 1
+        try:
+            send(self.sock, {**message, "id": self.next_id})
+        except OSError:
+            raise WorkerLost(self._death("the channel closed")) from None
+
+    def receive_reply(self, timeout: float) -> dict[str, Any]:
+        reply = self._receive(timeout, "answering")
+        if reply.get("id") != self.next_id:
+            self.kill()
+            raise WorkerLost(f"worker {self.label} answered request {reply.get('id')!r} to request {self.next_id}: protocol broken")
+        return reply
+
+    def _receive(self, timeout: float, doing: str) -> dict[str, Any]:
+        try:
+            return receive(self.sock, timeout)
+        except ChannelTimeout:
+            self.kill()
+            raise WorkerLost(f"worker {self.label} timed out after {timeout:g} s {doing}; it was killed") from None
+        except ChannelClosed:
+            raise WorkerLost(self._death("the channel closed")) from None
+        except ProtocolError as error:
+            self.kill()
+            raise WorkerLost(f"worker {self.label} broke the protocol: {error}") from None
+
+    def alive(self) -> bool:
+        return self.returncode is None and self.sock.fileno() >= 0
+
+    def _death(self, what: str) -> str:
+        code = self.spawner.wait(self.pid, 10.0)
+        if code is None:
+            self.kill()
+            return f"worker {self.label}: {what} but the process did not end; it was killed{self._log_tail()}"
+        self.returncode = code
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            how = f"was killed by {name}"
+        else:
+            how = f"exited with status {code}"
+        self._kill_group()
+        return f"worker {self.label} {how} ({what}){self._log_tail()}"
+
+    def _log_tail(self) -> str:
+        try:
+            self.log.seek(0)
+            lines = self.log.read().decode("utf-8", "replace").strip().splitlines()[-3:]
+        except (OSError, ValueError):
+            return ""
+        return ("; its last output: " + " | ".join(lines))[:600] if lines else ""
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)  # whatever the subject forked ends with it
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill(self) -> None:
+        self._kill_group()
+        if self.returncode is None:
+            try:
+                self.returncode = self.spawner.wait(self.pid, 10.0)
+            except WorkerLost:
+                pass
+        forget(self.sock)
+        self.sock.close()
+
+    def close(self) -> None:
+        if self.alive():
+            try:
+                send(self.sock, {"op": "bye"})
+                self.returncode = self.spawner.wait(self.pid, 5.0)
+            except (OSError, WorkerLost):
+                pass
+        self.kill()
+        self.log.close()
+
+
+@dataclass(eq=False)
+class WorkerPool:
+    """Workers by (gate file, role), started on first use, replaced after they are lost; a budget for the run."""
+
+    spec: WorkerSpec
+    budget_s: float | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    workers: dict[tuple[str, str], WorkerProcess] = field(default_factory=dict)
+    _spawner: Spawner | None = None
+
+    def spawner(self) -> Spawner:
+        if self._spawner is None:
+            self._spawner = ForkServer(self.spec) if self.spec.preload else Spawner(self.spec)
+        return self._spawner
+
+    def worker(self, key: tuple[str, str]) -> WorkerProcess:
+        found = self.workers.get(key)
+        if found is None or not found.alive():
+            if found is not None:
+                found.kill()
+            found = self.workers[key] = WorkerProcess(self.spec, f"{key[1]} of {key[0]}", self.spawner())
+        return found
+
+    def start(self, keys: list[tuple[str, str]]) -> None:
+        """Start these workers at once, so their imports run side by side."""
+        for key in keys:
+            self.worker(key)
+
+    def request(self, key: tuple[str, str], message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if self.budget_s is not None:
+            left = self.budget_s - (time.monotonic() - self.started_at)
+            if left <= 0:
+                raise WorkerLost(f"the run's budget of {self.budget_s:g} s is spent: not run")
+            timeout = min(timeout, left)
+        worker = self.worker(key)
+        try:
+            return worker.request(message, timeout)
+        except WorkerLost:
+            self.workers.pop(key, None)
+            raise
+
+    def discard(self, key: tuple[str, str]) -> None:
+        """End a worker that broke the protocol; the next request starts a new one."""
+        worker = self.workers.pop(key, None)
+        if worker is not None:
+            worker.kill()
+
+    def request_many(self, messages: dict[tuple[str, str], dict[str, Any]], timeout: float) -> dict[tuple[str, str], dict[str, Any] | WorkerLost]:
+        """One request to each of several workers, sent before any reply is awaited, so they work side by side."""
+        sent: dict[tuple[str, str], dict[str, Any] | WorkerLost] = {}
+        for key, message in messages.items():
+            try:
+                self.worker(key).send_request(message)
+                sent[key] = {}
+            except WorkerLost as lost:
+                self.workers.pop(key, None)
+                sent[key] = lost
+        for key in messages:
+            if isinstance(sent[key], WorkerLost):
+                continue
+            try:
+                sent[key] = self.workers[key].receive_reply(timeout)
+            except WorkerLost as lost:
+                self.workers.pop(key, None)
+                sent[key] = lost
+        return sent
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.close()
+        self.workers.clear()
+        if self._spawner is not None:
+            self._spawner.close()
+            self._spawner = None

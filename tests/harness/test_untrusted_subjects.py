@@ -1,0 +1,173 @@
+"""The judge never runs the judged: whatever the code under gate does, no verdict turns green that should not.
+
+Each class of attack from the issue, reproduced on a copy of the example project: the impl (or a known-bad)
+ends its process, lies in `__eq__`, returns foreign objects, patches the harness, raises Hypothesis internals,
+hangs; the run is deselected in part or interrupted. Each is caught: FAIL, ERROR, INCOMPLETE, with a message.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.harness.conftest import EXAMPLE
+
+pytestmark = pytest.mark.cpu
+
+IMPL = "example_row/impl.py"
+RETURN = "    return 2 * block_size * heads * head_size * dtype_bytes\n"
+WRONG = "    return 2 * block_size * heads * head_size * dtype_bytes + (1 if heads == 3 else 0)\n"
+
+
+def _impl_body(example, body: str, header: str = "") -> None:
+    """Replace the impl's last line by ``body`` (indented), with ``header`` at the top of the module."""
+    text = example.read(IMPL).replace(RETURN, body)
+    example.write(IMPL, header + text)
+
+
+def _gate(report, name="page-bytes"):
+    return next(g for r in report["rows"] for g in r["gates"] if g["gate"] == name)
+
+
+ENDINGS = {
+    "os-exit-0": ("    import os\n    os._exit(0)\n", "exited with status 0"),
+    "sys-exit-in-thread-of-kill": ("    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n", "killed by SIGKILL"),
+    "segfault-like-abort": ("    import os\n    os.abort()\n", "killed by SIGABRT"),
+}
+
+
+@pytest.mark.parametrize("body,says", ENDINGS.values(), ids=ENDINGS)
+def test_a_subject_that_ends_its_process_is_an_error_not_a_pass(example, body, says):
+    _impl_body(example, body)
+    result, report = example.run_json()
+    assert result.code == 3, result.text
+    assert _gate(report)["verdict"] == "ERROR"
+    assert says in result.text
+
+
+def test_an_atexit_handler_or_a_fork_that_exits_cannot_turn_a_wrong_impl_green(example):
+    header = ("import atexit, os\natexit.register(lambda: os._exit(0))\n")
+    _impl_body(example, "    if os.fork():\n        os._exit(0)\n" + WRONG, header)
+    result, report = example.run_json("--profile", "ci")
+    assert result.code == 1, result.text
+    assert _gate(report)["verdict"] == "FAIL"
+
+
+NOT_PLAIN = {
+    "int-whose-eq-is-always-true": ("class Liar(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n\n\n",
+                                    "    return Liar(0)\n", "result is not plain data"),
+    "object-equal-to-everything": ("class Anything:\n    def __eq__(self, other):\n        return True\n\n\n",
+                                   "    return Anything()\n", "result is not plain data"),
+    "numpy-array": ("import numpy\n\n\n", "    return numpy.array([2 * block_size * heads * head_size * dtype_bytes])\n", "numpy.ndarray"),
+}
+
+
+@pytest.mark.parametrize("header,body,says", NOT_PLAIN.values(), ids=NOT_PLAIN)
+def test_results_that_are_not_plain_data_are_errors_never_compared(example, header, body, says):
+    _impl_body(example, body, header)
+    result, report = example.run_json()
+    assert result.code == 3, result.text
+    assert _gate(report)["verdict"] == "ERROR"
+    assert says in result.text
+
+
+PATCHES = {
+    "replaces-the-verdict-function": "import _vllm_gates.verdicts as v\nv.gate_verdict = lambda *a, **k: (v.Verdict.PASS, '')\n",
+    "replaces-the-comparison": "import _vllm_gates.compare as c\nc.strict_equal = lambda a, b: True\n",
+    "replaces-claim-met": "import _vllm_gates.verdicts as v\nv.claim_met = lambda *a, **k: (True, '')\n",
+}
+
+
+@pytest.mark.parametrize("header", PATCHES.values(), ids=PATCHES)
+def test_patching_the_harness_from_the_subject_changes_nothing(example, header):
+    _impl_body(example, WRONG, header)
+    result, report = example.run_json("--profile", "ci")
+    assert result.code == 1, result.text
+    assert _gate(report)["verdict"] == "FAIL"
+
+
+def test_hypothesis_internals_raised_by_the_subject_are_an_outcome_not_a_skip(example):
+    _impl_body(example, "    from hypothesis.errors import StopTest\n    raise StopTest(0)\n")
+    result, report = example.run_json("--profile", "ci")
+    assert result.code == 1, result.text
+    assert _gate(report)["verdict"] == "FAIL"
+    assert "StopTest" in result.text
+
+
+def test_a_deselected_item_makes_the_gate_incomplete(example, monkeypatch):
+    _impl_body(example, WRONG)
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} -k fp16-page")
+    result, report = example.run_json()
+    assert result.code == 1, result.text
+    gate = _gate(report)
+    assert gate["verdict"] == "INCOMPLETE"
+    assert "negative-heads" in gate["reason"] and "properties" in gate["reason"]
+    assert report["rows"][0]["claim"]["claim_met"] is False
+
+
+def test_a_session_stopped_early_is_incomplete(example):
+    example.edit("        expect: 32\n", "        expect: 33\n")  # the first case fails, -x stops the session
+    result = example.pytest("-x", f"--gates-json={example.root / 'out.json'}", "gates")
+    report = json.loads((example.root / "out.json").read_text(encoding="utf-8"))
+    assert result.ret == 1
+    assert _gate(report)["verdict"] == "FAIL" and "not run" not in _gate(report)["reason"]
+    example.edit("        expect: 33\n", "        expect: 32\n")
+    result = example.pytest("--maxfail=1", "-k", "not fp16", f"--gates-json={example.root / 'out.json'}", "gates")
+    assert json.loads((example.root / "out.json").read_text(encoding="utf-8"))["rows"][0]["gates"][0]["verdict"] == "INCOMPLETE"
+
+
+def test_a_hanging_subject_times_out_as_an_error(example):
+    example.edit("    markers: [cpu]\n", "    markers: [cpu]\n    timeout: 2\n")
+    _impl_body(example, "    while True:\n        pass\n")
+    started = time.monotonic()
+    result, report = example.run_json()
+    assert result.code == 3, result.text
+    assert "timed out after 2 s" in result.text
+    assert time.monotonic() - started < 120
+
+
+def test_arguments_that_do_not_bind_are_a_definition_error_not_an_agreed_type_error(example):
+    example.edit('"heads": st.integers(0, 5)', '"hedas": st.integers(0, 5)', "gates/rows/example/strategies.py")
+    result, report = example.run_json("--profile", "ci")
+    assert result.code == 3, result.text
+    assert "do not bind" in result.text and "missing a required argument: 'heads'" in result.text
+
+
+def test_a_property_whose_examples_only_agree_on_errors_checked_nothing(example):
+    example.edit('"heads": st.integers(0, 5)', '"heads": st.integers(-5, -1)', "gates/rows/example/strategies.py")
+    result, report = example.run_json("--profile", "ci")
+    gate = _gate(report)
+    assert gate["verdict"] == "EMPTY" and "checked nothing" in gate["reason"], gate
+    assert (gate["values_compared"], gate["errors_agreed"]) == (0, 50)
+    assert result.code == 1, result.text
+
+
+def test_the_audit_goes_through_the_worker_and_fails_the_gate(example):
+    result = example.gates("audit")
+    assert result.code == 0, result.text
+    assert "fails (case 'fp16-page')" in result.text
+
+
+def test_an_interrupted_run_says_so_and_meets_no_claim(tmp_path):
+    import shutil
+
+    project = tmp_path / "p"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__"))
+    impl = project / IMPL
+    impl.write_text(impl.read_text(encoding="utf-8").replace(RETURN, "    import time\n    time.sleep(0.05)\n" + RETURN), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.cli", "run", "--json", "out.json"], cwd=project, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(4)
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, out
+    report = json.loads((project / "out.json").read_text(encoding="utf-8"))
+    assert report["interrupted"] == report["meta"]["interrupted"] == "SIGINT" and report["exit_code"] == 130
+    assert all(not r["claim"]["claim_met"] for r in report["rows"])
+    assert _gate(report)["verdict"] in ("INCOMPLETE", "ERROR")
