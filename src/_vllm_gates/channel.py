@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import socket
 import struct
 import time
@@ -34,6 +33,7 @@ def frame(message: dict[str, Any]) -> bytes:
 
 
 def send(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.settimeout(None)  # a receive may have left a short timeout on the socket
     sock.sendall(frame(message))
 
 
@@ -45,9 +45,15 @@ def _read_exactly(sock: socket.socket, count: int, deadline: float | None) -> by
     while len(buffer) < count:
         if deadline is not None:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([sock], [], [], left)[0]:
+            if left <= 0:
                 raise ChannelTimeout()
-        chunk = sock.recv(max(count - len(buffer), 1 << 16))
+            sock.settimeout(left)
+        else:
+            sock.settimeout(None)
+        try:
+            chunk = sock.recv(max(count - len(buffer), 1 << 16))
+        except socket.timeout:
+            raise ChannelTimeout() from None
         if not chunk:
             _BUFFERS.pop(id(sock), None)
             raise ChannelClosed()

@@ -104,12 +104,17 @@ def _properties(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> P
     body = reader.mapping(gate["properties"], f"{key}.properties", where)
     if body is None:
         return None
-    reader.keys(body, f"{key}.properties", {"strategy"}, {"max_examples"})
+    reader.keys(body, f"{key}.properties", {"strategy"}, {"max_examples", "min_value_share"})
     if not has_oracle:
         reader.problem(where, f"{key}.properties", "properties compare impl with the oracle: the gate needs an `oracle`")
     strategy = _target(reader, body, "strategy", f"{key}.properties.strategy")
     max_examples = reader.positive_int(body, "max_examples", f"{key}.properties.max_examples", 100)
-    return Properties(strategy, max_examples, where) if strategy else None
+    share = body.get("min_value_share", 0.0)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        reader.problem(location_of(body, "min_value_share"), f"{key}.properties.min_value_share",
+                       f"expected a number in [0, 1], got {show(share)}")
+        share = 0.0
+    return Properties(strategy, max_examples, where, float(share)) if strategy else None
 
 
 def _known_bad(reader: GateReader, gate: YMap, key: str) -> list[KnownBad]:

@@ -61,6 +61,7 @@ class Properties:
     strategy: TargetRef
     max_examples: int
     location: Location
+    min_value_share: float = 0.0  # the least share of examples whose values must be compared (the rest agreed on errors)
 
 
 @dataclass(frozen=True)

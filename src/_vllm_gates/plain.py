@@ -111,8 +111,58 @@ def _copy_rows(items: list[Any]) -> list[Any]:
     return [list(row) for row in items] if items and type(items[0]) is list else list(items)
 
 
+class _Irregular(Exception):
+    """The fast pass met something it does not handle: the careful pass decides (and names the place)."""
+
+
+_FLAT = frozenset({int, str, bool, float, type(None)})  # kinds that JSON writes as they are, once checked below
+_NESTED = frozenset({list, tuple, dict})
+
+
+def _flat_ok(items: Any, kinds: set[type]) -> bool:
+    """The flat items JSON could still refuse or misread: huge ints, non-finite floats, lone surrogates."""
+    if int in kinds:
+        ints = [x for x in items if type(x) is int] if len(kinds) > 1 else items
+        if ints and not (-_INT_BOUND < min(ints) and max(ints) < _INT_BOUND):
+            return False
+    if float in kinds and not all(math.isfinite(x) for x in items if type(x) is float):
+        return False
+    return str not in kinds or all(_str_ok(x) for x in items if type(x) is str)
+
+
+def _fast_encode(value: Any, depth: int) -> Any:
+    """Encode without building paths: lists of flat kinds pass as they are, their types checked in C."""
+    kind = type(value)
+    if depth >= MAX_DEPTH:
+        raise _Irregular()
+    if kind is dict:
+        pairs = list(value.items())
+        flat = [x for pair in pairs for x in pair]
+        kinds = set(map(type, flat))
+        if not kinds <= _FLAT | _NESTED or not _flat_ok(flat, kinds):
+            raise _Irregular()
+        return {"$map": [[_fast_encode(k, depth + 1) if type(k) in _NESTED else k,
+                          _fast_encode(v, depth + 1) if type(v) in _NESTED else v] for k, v in pairs]}
+    kinds = set(map(type, value))
+    if not kinds <= _FLAT | _NESTED or not _flat_ok(value, kinds):
+        raise _Irregular()
+    if kinds <= _FLAT:
+        items = value if kind is list else list(value)
+    else:
+        items = [_fast_encode(item, depth + 1) if type(item) in _NESTED else item for item in value]
+    return items if kind is list else {"$tuple": items}
+
+
 def encode(value: Any, root: str = "result") -> Any:
-    """The JSON-ready form of a plain value; NotPlain for anything else (``root`` names the value in messages)."""
+    """The JSON-ready form of a plain value; NotPlain for anything else (``root`` names the value in messages).
+
+    A fast pass handles the common case; anything it does not (and every refusal) goes through the careful pass.
+    """
+    if type(value) in _NESTED:
+        try:
+            return _fast_encode(value, 0)
+        except (_Irregular, RecursionError):
+            pass
     return _Encoder(root).encode(value, None, 0)
 
 
@@ -159,8 +209,23 @@ class _Encoder:
             self.active.discard(id(value))
 
 
+_JSON_FLAT = frozenset({int, str, bool, float, type(None)})
+
+
+def _untagged(data: Any, depth: int) -> bool:
+    """JSON arrays of JSON scalars and arrays, with no object anywhere: they decode to themselves."""
+    if depth >= MAX_DEPTH:
+        return False
+    kinds = set(map(type, data))
+    if not kinds <= _JSON_FLAT | {list} or not _flat_ok(data, kinds):
+        return False
+    return list not in kinds or all(_untagged(item, depth + 1) for item in data if type(item) is list)
+
+
 def decode(data: Any, root: str = "result") -> Any:
     """The plain value a JSON-ready structure encodes; ProtocolError for anything the wire format does not allow."""
+    if type(data) is list and _untagged(data, 0):
+        return data
     return _Decoder(root).decode(data, None, 0, False)
 
 

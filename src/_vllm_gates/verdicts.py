@@ -97,7 +97,8 @@ class RunReport:
         return sum(g.checks for r in self.rows for g in r.gates)
 
 
-def gate_verdict(items: list[ItemResult], has_known_bad: bool, missing: tuple[str, ...] = ()) -> tuple[Verdict, str]:
+def gate_verdict(items: list[ItemResult], has_known_bad: bool, missing: tuple[str, ...] = (),
+                 min_value_share: float = 0.0) -> tuple[Verdict, str]:
     """ERROR > FAIL > INCOMPLETE (a declared item without a result) > EMPTY (nothing ran) > SKIPPED > WEAK > PASS."""
     if any(i.outcome == "error" for i in items):
         return Verdict.ERROR, next(i.detail for i in items if i.outcome == "error")
@@ -111,6 +112,10 @@ def gate_verdict(items: list[ItemResult], has_known_bad: bool, missing: tuple[st
     empty = [i.name for i in items if i.kind == "properties" and i.outcome == "passed" and i.values == 0]
     if empty:
         return Verdict.EMPTY, "the properties checked nothing: no generated example gave values to compare"
+    for item in items:
+        if item.kind == "properties" and item.outcome == "passed" and item.checks and item.values / item.checks < min_value_share:
+            return Verdict.EMPTY, (f"the properties compared values on {item.values} of {item.checks} examples, below the gate's "
+                                   f"min_value_share {min_value_share:g}; the rest only agreed on errors")
     if all(i.outcome == "skipped" for i in items):
         return Verdict.SKIPPED, items[0].detail
     if any(i.outcome == "skipped" for i in items):
@@ -166,7 +171,8 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
                 continue
             gate_items = by_gate.get((row.id, gate.id), [])
             not_run = missing.get((row.id, gate.id), ())
-            verdict, reason = gate_verdict(gate_items, bool(gate.known_bad), not_run)
+            share = gate.properties.min_value_share if gate.properties else 0.0
+            verdict, reason = gate_verdict(gate_items, bool(gate.known_bad), not_run, share)
             cases = [i for i in gate_items if i.kind == "case"]
             known = [i for i in gate_items if i.kind == "known_bad"]
             gate_results.append(GateResult(

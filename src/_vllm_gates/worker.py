@@ -114,11 +114,22 @@ def _decoded_input(data: Any) -> Any:
     return decode(data)
 
 
+_SIGNATURES: dict[int, inspect.Signature | None] = {}
+
+
+def _signature(target: Callable[..., Any]) -> inspect.Signature | None:
+    if id(target) not in _SIGNATURES:
+        try:
+            _SIGNATURES[id(target)] = inspect.signature(target)
+        except (TypeError, ValueError):
+            _SIGNATURES[id(target)] = None
+    return _SIGNATURES[id(target)]
+
+
 def _check_binds(target: Callable[..., Any], call: Call, written: str) -> None:
     """Arguments that do not bind to the target's parameters are the gate's mistake, not an outcome to compare."""
-    try:
-        signature = inspect.signature(target)
-    except (TypeError, ValueError):
+    signature = _signature(target)
+    if signature is None:
         return
     try:
         signature.bind(*call.args, **dict(call.kwargs))

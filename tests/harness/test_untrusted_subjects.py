@@ -171,3 +171,12 @@ def test_an_interrupted_run_says_so_and_meets_no_claim(tmp_path):
     assert report["interrupted"] == report["meta"]["interrupted"] == "SIGINT" and report["exit_code"] == 130
     assert all(not r["claim"]["claim_met"] for r in report["rows"])
     assert _gate(report)["verdict"] in ("INCOMPLETE", "ERROR")
+
+
+def test_a_gate_may_require_a_share_of_value_comparisons(example):
+    example.edit('"heads": st.integers(0, 5)', '"heads": st.integers(-4, 1)', "gates/rows/example/strategies.py")
+    example.edit("      max_examples: 50\n", "      max_examples: 50\n      min_value_share: 0.9\n")
+    result, report = example.run_json("--profile", "ci")
+    gate = _gate(report)
+    assert gate["verdict"] == "EMPTY" and "below the gate's min_value_share 0.9" in gate["reason"], gate
+    assert gate["values_compared"] + gate["errors_agreed"] == 50 and gate["errors_agreed"] > 5
