@@ -153,11 +153,32 @@ def _fast_encode(value: Any, depth: int) -> Any:
     return items if kind is list else {"$tuple": items}
 
 
+def _json_native(data: list[Any]) -> bool:
+    """Lists of lists of flat values, checked level by level in C: JSON writes and reads them as they are."""
+    level, depth = [data], 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            return False
+        items = list(chain.from_iterable(level))
+        kinds = set(map(type, items))
+        if not kinds <= _FLAT | {list}:
+            return False
+        if list not in kinds:
+            return _flat_ok(items, kinds)
+        if not _flat_ok([x for x in items if type(x) is not list], kinds - {list}):
+            return False
+        level = [x for x in items if type(x) is list]
+    return True
+
+
 def encode(value: Any, root: str = "result") -> Any:
     """The JSON-ready form of a plain value; NotPlain for anything else (``root`` names the value in messages).
 
     A fast pass handles the common case; anything it does not (and every refusal) goes through the careful pass.
     """
+    if type(value) is list and _json_native(value):
+        return value
     if type(value) in _NESTED:
         try:
             return _fast_encode(value, 0)
@@ -212,19 +233,9 @@ class _Encoder:
 _JSON_FLAT = frozenset({int, str, bool, float, type(None)})
 
 
-def _untagged(data: Any, depth: int) -> bool:
-    """JSON arrays of JSON scalars and arrays, with no object anywhere: they decode to themselves."""
-    if depth >= MAX_DEPTH:
-        return False
-    kinds = set(map(type, data))
-    if not kinds <= _JSON_FLAT | {list} or not _flat_ok(data, kinds):
-        return False
-    return list not in kinds or all(_untagged(item, depth + 1) for item in data if type(item) is list)
-
-
 def decode(data: Any, root: str = "result") -> Any:
     """The plain value a JSON-ready structure encodes; ProtocolError for anything the wire format does not allow."""
-    if type(data) is list and _untagged(data, 0):
+    if type(data) is list and _json_native(data):
         return data
     return _Decoder(root).decode(data, None, 0, False)
 

@@ -234,6 +234,7 @@ def _receive_with_fds(sock: Any) -> tuple[dict[str, Any], list[int]]:
     if not data:
         raise ChannelClosed()
     (length,) = struct.unpack(">I", data[:4])
+    length &= ~(1 << 31)  # the exact-numbers flag of the length word
     body = data[4:]
     while len(body) < length:
         more = sock.recv(length - len(body))

@@ -1,0 +1,46 @@
+"""Framing of the worker protocol: exact big integers, the frame limit, a closed channel, a timeout."""
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+
+from _vllm_gates.channel import EXACT_FLAG, ChannelClosed, ChannelTimeout, ProtocolError, frame, receive, send
+
+pytestmark = pytest.mark.cpu
+
+
+def test_integers_past_64_bits_travel_exactly_and_set_the_flag():
+    left, right = socket.socketpair()
+    send(left, {"value": [2 ** 70, -(2 ** 64), 1.5]})
+    assert receive(right, 5) == {"value": [2 ** 70, -(2 ** 64), 1.5]}
+    (word,) = struct.unpack(">I", frame({"value": 2 ** 70})[:4])
+    assert word & EXACT_FLAG
+    (word,) = struct.unpack(">I", frame({"value": 2 ** 62})[:4])
+    assert not word & EXACT_FLAG
+
+
+def test_a_frame_over_the_limit_is_a_protocol_error():
+    left, right = socket.socketpair()
+    left.sendall(struct.pack(">I", 0x7FFFFFFF))
+    with pytest.raises(ProtocolError, match="exceeds"):
+        receive(right, 5)
+
+
+def test_a_closed_channel_and_a_silent_one_are_told_apart():
+    left, right = socket.socketpair()
+    with pytest.raises(ChannelTimeout):
+        receive(right, 0.2)
+    left.sendall(struct.pack(">I", 10) + b"{")
+    left.close()
+    with pytest.raises(ChannelClosed):
+        receive(right, 5)
+
+
+def test_non_finite_numbers_and_non_objects_are_refused():
+    left, right = socket.socketpair()
+    for body in (b"NaN", b"[1]", b'{"a": Infinity}'):
+        left.sendall(struct.pack(">I", len(body)) + body)
+        with pytest.raises(ProtocolError):
+            receive(right, 5)
