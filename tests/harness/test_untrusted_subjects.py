@@ -180,3 +180,30 @@ def test_a_gate_may_require_a_share_of_value_comparisons(example):
     gate = _gate(report)
     assert gate["verdict"] == "EMPTY" and "below the gate's min_value_share 0.9" in gate["reason"], gate
     assert gate["values_compared"] + gate["errors_agreed"] == 50 and gate["errors_agreed"] > 5
+
+
+def test_the_run_budget_bounds_all_workers_together(example):
+    example.edit('allowed-roots = ["example_row", "gates"]\n', 'allowed-roots = ["example_row", "gates"]\nrun-budget = 1\n',
+                 "pyproject.toml")
+    _impl_body(example, "    import time\n    time.sleep(0.4)\n" + RETURN)
+    result, report = example.run_json()
+    assert result.code == 3, result.text
+    assert "budget of 1 s is spent" in result.text or "timed out after" in result.text
+
+
+def test_sigterm_stops_the_run_like_ctrl_c(tmp_path):
+    import shutil
+
+    project = tmp_path / "p"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__"))
+    impl = project / IMPL
+    impl.write_text(impl.read_text(encoding="utf-8").replace(RETURN, "    import time\n    time.sleep(0.05)\n" + RETURN), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.cli", "run", "--json", "out.json"], cwd=project, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(4)
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, out
+    report = json.loads((project / "out.json").read_text(encoding="utf-8"))
+    assert report["interrupted"] == "SIGTERM" and not any(r["claim"]["claim_met"] for r in report["rows"])
