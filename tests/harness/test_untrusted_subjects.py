@@ -153,7 +153,8 @@ def test_the_audit_goes_through_the_worker_and_fails_the_gate(example):
     assert "fails (case 'fp16-page')" in result.text
 
 
-def test_an_interrupted_run_says_so_and_meets_no_claim(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_says_so_and_meets_no_claim(tmp_path, stop):
     import shutil
 
     project = tmp_path / "p"
@@ -164,11 +165,11 @@ def test_an_interrupted_run_says_so_and_meets_no_claim(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.cli", "run", "--json", "out.json"], cwd=project, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(4)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     out, _ = process.communicate(timeout=120)
     assert process.returncode == 130, out
     report = json.loads((project / "out.json").read_text(encoding="utf-8"))
-    assert report["interrupted"] == report["meta"]["interrupted"] == "SIGINT" and report["exit_code"] == 130
+    assert report["interrupted"] == report["meta"]["interrupted"] == stop.name and report["exit_code"] == 130
     assert all(not r["claim"]["claim_met"] for r in report["rows"])
     assert _gate(report)["verdict"] in ("INCOMPLETE", "ERROR")
 
@@ -189,21 +190,3 @@ def test_the_run_budget_bounds_all_workers_together(example):
     result, report = example.run_json()
     assert result.code == 3, result.text
     assert "budget of 1 s is spent" in result.text or "timed out after" in result.text
-
-
-def test_sigterm_stops_the_run_like_ctrl_c(tmp_path):
-    import shutil
-
-    project = tmp_path / "p"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__"))
-    impl = project / IMPL
-    impl.write_text(impl.read_text(encoding="utf-8").replace(RETURN, "    import time\n    time.sleep(0.05)\n" + RETURN), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
-    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.cli", "run", "--json", "out.json"], cwd=project, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(4)
-    process.send_signal(signal.SIGTERM)
-    out, _ = process.communicate(timeout=120)
-    assert process.returncode == 130, out
-    report = json.loads((project / "out.json").read_text(encoding="utf-8"))
-    assert report["interrupted"] == "SIGTERM" and not any(r["claim"]["claim_met"] for r in report["rows"])
