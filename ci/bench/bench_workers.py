@@ -1,6 +1,7 @@
 """What the process boundary costs (issue: subjects in worker processes), measured side by side in one run.
 
-1. Round trip of one small call through a worker (target: median under 100 µs).
+1. Round trip of one small call through a worker (target: median under 100 µs), beside a bare socket echo
+   between two processes (the machine's floor: no protocol, no Python work), measured before and after.
 2. `gates run --marker cpu` of this tree against the same command at a baseline commit whose judge ran the
    subjects in its own process (default d126942), interleaved, CPU and wall time (target: at most 1.3x).
 
@@ -40,6 +41,40 @@ def round_trip_us(calls: int) -> float:
     finally:
         pool.close()
     return statistics.median(times) * 1e6
+
+
+_ECHO = """
+import socket, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+while True:
+    data = sock.recv(65536)
+    if not data:
+        break
+    sock.sendall(data)
+"""
+
+
+def socket_floor_us(calls: int) -> float:
+    """The machine's floor: one small frame to a bare echo process and back, no protocol, no Python work."""
+    import socket as socketlib
+
+    mine, theirs = socketlib.socketpair()
+    echo = subprocess.Popen([sys.executable, "-c", _ECHO, str(theirs.fileno())], pass_fds=(theirs.fileno(),))
+    theirs.close()
+    payload = b"\0\0\0\x60" + b"x" * 96
+    try:
+        times = []
+        for _ in range(calls + 100):
+            start = time.perf_counter()
+            mine.sendall(payload)
+            got = 0
+            while got < len(payload):
+                got += len(mine.recv(65536))
+            times.append(time.perf_counter() - start)
+    finally:
+        mine.close()
+        echo.wait()
+    return statistics.median(times[100:]) * 1e6
 
 
 def _timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, int]:
@@ -84,9 +119,10 @@ def main() -> int:
     parser.add_argument("--skip-run", action="store_true")
     args = parser.parse_args()
     missed = []
-    trip = round_trip_us(args.calls)
+    floor, trip, floor_after = socket_floor_us(args.calls), round_trip_us(args.calls), socket_floor_us(args.calls)
     print(f"round trip, small payload: median {trip:.0f} µs over {args.calls} calls; target < 100 µs "
-          f"{'met' if trip < 100 else 'MISSED'}")
+          f"{'met' if trip < 100 else 'MISSED'} (a bare socket echo on this machine, before and after: "
+          f"{floor:.0f} and {floor_after:.0f} µs)")
     if trip >= 100:
         missed.append("round trip")
     if not args.skip_run:

@@ -51,6 +51,11 @@ def _loads(body: bytes, exact: bool) -> Any:
     return json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
 
 
+def orjson_parses() -> bool:
+    """Whether frames without the exact flag are parsed by orjson (no NaN or infinity, no lone surrogate, no int past 64 bits)."""
+    return _orjson is not None
+
+
 def frame(message: dict[str, Any]) -> bytes:
     body, exact = _dumps(message)
     if len(body) > MAX_FRAME:
@@ -89,14 +94,18 @@ def _read_exactly(sock: socket.socket, count: int, deadline: float | None) -> by
     return data
 
 
-def receive(sock: socket.socket, timeout: float | None = None) -> dict[str, Any]:
-    """One message; ChannelTimeout after ``timeout`` seconds, ChannelClosed at end of stream."""
+def receive_frame(sock: socket.socket, timeout: float | None = None) -> tuple[bytes, bool]:
+    """One frame's body and its exact-numbers flag; ChannelTimeout after ``timeout`` s, ChannelClosed at end of stream."""
     deadline = None if timeout is None else time.monotonic() + timeout
     (word,) = _HEADER.unpack(_read_exactly(sock, _HEADER.size, deadline))
     length, exact = word & ~EXACT_FLAG, bool(word & EXACT_FLAG)
     if length > MAX_FRAME:
         raise ProtocolError(f"a frame of {length} bytes exceeds the {MAX_FRAME}-byte limit")
-    body = _read_exactly(sock, length, deadline)
+    return _read_exactly(sock, length, deadline), exact
+
+
+def parse(body: bytes, exact: bool) -> dict[str, Any]:
+    """The message a frame's body holds; ProtocolError if it is not a UTF-8 JSON object."""
     try:
         message = _loads(body, exact)
     except (UnicodeDecodeError, ValueError) as exc:  # orjson's JSONDecodeError is a ValueError too
@@ -104,6 +113,11 @@ def receive(sock: socket.socket, timeout: float | None = None) -> dict[str, Any]
     if not isinstance(message, dict):
         raise ProtocolError(f"a message must be a JSON object, got {type(message).__name__}")
     return message
+
+
+def receive(sock: socket.socket, timeout: float | None = None) -> dict[str, Any]:
+    """One message; ChannelTimeout after ``timeout`` seconds, ChannelClosed at end of stream."""
+    return parse(*receive_frame(sock, timeout))
 
 
 def forget(sock: socket.socket) -> None:

@@ -153,8 +153,10 @@ def _fast_encode(value: Any, depth: int) -> Any:
     return items if kind is list else {"$tuple": items}
 
 
-def _json_native(data: list[Any]) -> bool:
-    """Lists of lists of flat values, checked level by level in C: JSON writes and reads them as they are."""
+def _json_native(data: list[Any], flat_checked: bool = False) -> bool:
+    """Lists of lists of flat values, checked level by level in C: JSON writes and reads them as they are.
+
+    ``flat_checked``: the flat values came from a parser that refuses what `_flat_ok` looks for (orjson)."""
     level, depth = [data], 0
     while level:
         depth += 1
@@ -165,8 +167,8 @@ def _json_native(data: list[Any]) -> bool:
         if not kinds <= _FLAT | {list}:
             return False
         if list not in kinds:
-            return _flat_ok(items, kinds)
-        if not _flat_ok([x for x in items if type(x) is not list], kinds - {list}):
+            return flat_checked or _flat_ok(items, kinds)
+        if not flat_checked and not _flat_ok([x for x in items if type(x) is not list], kinds - {list}):
             return False
         level = [x for x in items if type(x) is list]
     return True
@@ -233,9 +235,11 @@ class _Encoder:
 _JSON_FLAT = frozenset({int, str, bool, float, type(None)})
 
 
-def decode(data: Any, root: str = "result") -> Any:
-    """The plain value a JSON-ready structure encodes; ProtocolError for anything the wire format does not allow."""
-    if type(data) is list and _json_native(data):
+def decode(data: Any, root: str = "result", flat_checked: bool = False) -> Any:
+    """The plain value a JSON-ready structure encodes; ProtocolError for anything the wire format does not allow.
+
+    ``flat_checked``: ``data`` came from orjson: no non-finite float, no lone surrogate, no int past 64 bits."""
+    if type(data) is list and _json_native(data, flat_checked):
         return data
     return _Decoder(root).decode(data, None, 0, False)
 

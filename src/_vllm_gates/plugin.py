@@ -62,9 +62,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RUN] = run
     _stop_on_sigterm(run)
     config.pluginmanager.register(InterruptWatcher(run), "vllm-gates-interrupts")
+    config.pluginmanager.register(RequirementSkips(run), "vllm-gates-requirements")
     for marker in project.markers:
         config.addinivalue_line("markers", f"{marker.name}: {marker.help}")
     register_profiles()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    run = gate_run(session.config)
+    if run is not None and run.project.worker_preload and _may_collect_gate_files(session.config, run):
+        run.pool.spawner()  # the fork server imports its preload modules while the judge collects
+
+
+def _may_collect_gate_files(config: pytest.Config, run: GateRun) -> bool:
+    """Whether some argument of this session (a path, or a folder above one) holds a gate file of the project."""
+    base = Path(config.invocation_params.dir)
+    args = [(base / arg.split("::")[0]).resolve() for arg in config.args] or [base.resolve()]
+    return any(arg == path or arg in path.parents for path in (p.resolve() for p in run.project.gate_files()) for arg in args)
 
 
 def _requested_rows(run: GateRun, rows: list[str], changed_since: str | None) -> tuple[str, ...] | None:
@@ -250,29 +264,40 @@ def cuda_unavailable_reason() -> str | None:
 REQUIREMENT_CHECKS = {"cuda": cuda_unavailable_reason}
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: an unmarked test is selected by the default marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The project's unmarked tests get its default marker; items whose marker requires what is missing skip."""
+    """The project's unmarked tests get its default marker."""
     run = gate_run(config)
-    if run is None:
+    if run is None or not run.project.default_marker:
         return
     names = set(run.project.marker_names)
     for item in items:
-        marks = {m.name for m in item.iter_markers()}
-        if not marks & names and run.project.default_marker:
+        if not {m.name for m in item.iter_markers()} & names:
             item.add_marker(run.project.default_marker)
-            marks.add(run.project.default_marker)
-        if isinstance(item, DefinitionErrorItem):
-            continue
-        for name in sorted(marks & names):
-            requirement = run.project.marker(name).requires  # type: ignore[union-attr]
-            reason = REQUIREMENT_CHECKS[requirement]() if requirement else None
-            if reason:
-                what = f"{name} gate" if isinstance(item, GateItem) else f"{name} test"
-                item.add_marker(pytest.mark.skip(reason=f"{what} skipped: {reason}"))
-                break
-    if any(isinstance(item, GateItem) for item in items):
-        load_default_profile()
+
+
+class RequirementSkips:
+    """Skips items whose marker requires what is missing here; runs after `-m` and `-k` deselect, so that a
+    requirement (importing torch to ask for CUDA) is checked only when a selected item needs it."""
+
+    def __init__(self, run: GateRun):
+        self.run = run
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        names = set(self.run.project.marker_names)
+        for item in items:
+            if isinstance(item, DefinitionErrorItem):
+                continue
+            for name in sorted({m.name for m in item.iter_markers()} & names):
+                requirement = self.run.project.marker(name).requires  # type: ignore[union-attr]
+                reason = REQUIREMENT_CHECKS[requirement]() if requirement else None
+                if reason:
+                    what = f"{name} gate" if isinstance(item, GateItem) else f"{name} test"
+                    item.add_marker(pytest.mark.skip(reason=f"{what} skipped: {reason}"))
+                    break
+        if any(isinstance(item, GateItem) for item in items):
+            load_default_profile()
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:

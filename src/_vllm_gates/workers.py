@@ -5,6 +5,7 @@ A worker that exits, is killed, closes the channel or overruns the call's time i
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
@@ -16,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _vllm_gates.channel import PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, ProtocolError, forget, receive, send
+from _vllm_gates.channel import (PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, ProtocolError, forget, parse, receive,
+                                 receive_frame, send)
 
 STARTUP_TIMEOUT = 120.0
 
@@ -108,6 +110,25 @@ class ForkServer(Spawner):
         self.log.close()
 
 
+@dataclass(frozen=True)
+class RawReply:
+    """A reply frame as it arrived, not yet parsed: its body, its exact-numbers flag, the request it must answer."""
+
+    body: bytes
+    exact: bool
+    request_id: int
+
+    def content_digest(self) -> bytes | None:
+        """A hash of what the reply says past its id (two replies with equal digests parse to the same result);
+        None when the body does not open with the id, as the judge's own worker writes it."""
+        prefix = b'{"id":%d,' % self.request_id
+        if not self.body.startswith(prefix):
+            return None
+        digest = hashlib.blake2b(self.body[len(prefix):], digest_size=32)
+        digest.update(b"exact" if self.exact else b"plain")
+        return digest.digest()
+
+
 class WorkerProcess:
     """One running worker and the judge's end of its channel."""
 
@@ -125,11 +146,12 @@ class WorkerProcess:
         send(self.sock, {"op": "hello", "version": PROTOCOL_VERSION, "root": str(spec.root), "path": list(spec.path),
                          "allowed_roots": list(spec.allowed_roots), "role": label})
         self.started = False
+        self.told_bye = False
 
     def wait_ready(self) -> None:
         if self.started:
             return
-        reply = self._receive(STARTUP_TIMEOUT, "starting")
+        reply = self._receive(lambda: receive(self.sock, STARTUP_TIMEOUT), STARTUP_TIMEOUT, "starting")
         if reply.get("op") != "ready" or reply.get("version") != PROTOCOL_VERSION:
             self.kill()
             raise WorkerLost(f"worker {self.label} did not start: {str(reply)[:300]}")
@@ -149,15 +171,23 @@ class WorkerProcess:
             raise WorkerLost(self._death("the channel closed")) from None
 
     def receive_reply(self, timeout: float) -> dict[str, Any]:
-        reply = self._receive(timeout, "answering")
-        if reply.get("id") != self.next_id:
+        return self.parse_reply(self.receive_raw(timeout))
+
+    def receive_raw(self, timeout: float) -> RawReply:
+        """The reply to the last request, unparsed (WorkerLost, and the worker ended, if none comes)."""
+        body, exact = self._receive(lambda: receive_frame(self.sock, timeout), timeout, "answering")
+        return RawReply(body, exact, self.next_id)
+
+    def parse_reply(self, raw: RawReply) -> dict[str, Any]:
+        reply = self._receive(lambda: parse(raw.body, raw.exact), 0, "answering")
+        if reply.get("id") != raw.request_id:
             self.kill()
-            raise WorkerLost(f"worker {self.label} answered request {reply.get('id')!r} to request {self.next_id}: protocol broken")
+            raise WorkerLost(f"worker {self.label} answered request {reply.get('id')!r} to request {raw.request_id}: protocol broken")
         return reply
 
-    def _receive(self, timeout: float, doing: str) -> dict[str, Any]:
+    def _receive(self, read: Any, timeout: float, doing: str) -> Any:
         try:
-            return receive(self.sock, timeout)
+            return read()
         except ChannelTimeout:
             self.kill()
             raise WorkerLost(f"worker {self.label} timed out after {timeout:g} s {doing}; it was killed") from None
@@ -211,10 +241,18 @@ class WorkerProcess:
         forget(self.sock)
         self.sock.close()
 
+    def say_bye(self) -> None:
+        if self.alive() and not self.told_bye:
+            self.told_bye = True
+            try:
+                send(self.sock, {"op": "bye"})
+            except OSError:
+                pass
+
     def close(self) -> None:
         if self.alive():
             try:
-                send(self.sock, {"op": "bye"})
+                self.say_bye()
                 self.returncode = self.spawner.wait(self.pid, 5.0)
             except (OSError, WorkerLost):
                 pass
@@ -250,15 +288,51 @@ class WorkerPool:
         for key in keys:
             self.worker(key)
 
+    def _within_budget(self, timeout: float) -> float:
+        """The call's time limit, cut to what is left of the run's budget (WorkerLost when none is)."""
+        if self.budget_s is None:
+            return timeout
+        left = self.budget_s - (time.monotonic() - self.started_at)
+        if left <= 0:
+            raise WorkerLost(f"the run's budget of {self.budget_s:g} s is spent: not run")
+        return min(timeout, left)
+
     def request(self, key: tuple[str, str], message: dict[str, Any], timeout: float) -> dict[str, Any]:
-        if self.budget_s is not None:
-            left = self.budget_s - (time.monotonic() - self.started_at)
-            if left <= 0:
-                raise WorkerLost(f"the run's budget of {self.budget_s:g} s is spent: not run")
-            timeout = min(timeout, left)
-        worker = self.worker(key)
+        return self.parse(key, self.exchange_raw({key: message}, timeout)[key])
+
+    def exchange_raw(self, messages: dict[tuple[str, str], dict[str, Any]], timeout: float) -> dict[tuple[str, str], RawReply]:
+        """One request to each of several workers, all sent before any reply is awaited (they work side by side);
+        the replies unparsed. The first worker lost raises WorkerLost; the others' replies are still collected."""
+        timeout = self._within_budget(timeout)
+        lost: WorkerLost | None = None
+        sent = []
+        for key, message in messages.items():
+            try:
+                self.worker(key).send_request(message)
+                sent.append(key)
+            except WorkerLost as error:
+                self.workers.pop(key, None)
+                error.key = key  # type: ignore[attr-defined]
+                lost = lost or error
+        replies = {}
+        for key in sent:
+            try:
+                replies[key] = self.workers[key].receive_raw(timeout)
+            except WorkerLost as error:
+                self.workers.pop(key, None)
+                error.key = key  # type: ignore[attr-defined]
+                lost = lost or error
+        if lost is not None:
+            raise lost
+        return replies
+
+    def parse(self, key: tuple[str, str], raw: RawReply) -> dict[str, Any]:
+        """A raw reply's message; WorkerLost (and the worker ended) if it breaks the protocol."""
+        worker = self.workers.get(key)
+        if worker is None:
+            raise WorkerLost(f"worker {key[1]} of {key[0]} is gone")
         try:
-            return worker.request(message, timeout)
+            return worker.parse_reply(raw)
         except WorkerLost:
             self.workers.pop(key, None)
             raise
@@ -290,7 +364,10 @@ class WorkerPool:
         return sent
 
     def close(self) -> None:
-        for worker in self.workers.values():
+        workers = list(self.workers.values())
+        for worker in workers:  # every worker is told first, so that they end side by side
+            worker.say_bye()
+        for worker in workers:
             worker.close()
         self.workers.clear()
         if self._spawner is not None:

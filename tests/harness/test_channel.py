@@ -44,3 +44,21 @@ def test_non_finite_numbers_and_non_objects_are_refused():
         left.sendall(struct.pack(">I", len(body)) + body)
         with pytest.raises(ProtocolError):
             receive(right, 5)
+
+
+def test_a_reply_digest_covers_everything_past_the_id():
+    """Replies that say the same past their ids share a digest (the judge then parses one of them); any other byte,
+    or the exact-numbers flag, tells them apart; a body that does not open with its id gets none (always parsed)."""
+    from _vllm_gates.workers import RawReply
+
+    def raw(message: dict, request_id: int, exact: bool = False) -> RawReply:
+        body = frame(message)[4:]
+        return RawReply(body, exact, request_id)
+
+    same = {"result": {"value": [[0, 1], 0]}}
+    first, second = raw({"id": 3, **same}, 3), raw({"id": 41, **same}, 41)
+    assert first.content_digest() is not None and first.content_digest() == second.content_digest()
+    assert raw({"id": 3, "result": {"value": [[0, 1], 1]}}, 3).content_digest() != first.content_digest()
+    assert raw({"id": 3, **same}, 3, exact=True).content_digest() != first.content_digest()
+    assert raw({"id": 3, **same}, 4).content_digest() is None, "an id other than the request's"
+    assert raw({**same, "id": 3}, 3).content_digest() is None, "the id written last"

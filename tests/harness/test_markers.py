@@ -73,3 +73,17 @@ def test_a_definition_error_item_is_selected_by_every_marker(example):
     for marker in ("cpu", "gpu", "dist"):
         assert example.outcomes("-m", marker) == {"gates/rows/example/gate.yaml::definition": "failed"}
         assert example.gates("run", "--marker", marker).code == 3
+
+
+def test_a_requirement_is_checked_only_when_a_selected_item_needs_it(example, monkeypatch):
+    """`-m cpu` deselects the gpu items before their requirement is asked for: the judge never imports torch for it."""
+    from _vllm_gates import plugin
+
+    example.add_gate("on-gpu", "[gpu]")
+    asked = []
+    monkeypatch.setitem(plugin.REQUIREMENT_CHECKS, "cuda", lambda: asked.append("cuda") or "no CUDA device (test)")
+    example.pytest("-m", "cpu", "gates").assert_outcomes(passed=7)
+    assert asked == []
+    result = example.pytest("-rs", "-m", "gpu", "gates")
+    result.stdout.fnmatch_lines(["*SKIPPED* gpu gate skipped: no CUDA device (test)"])
+    assert asked, "the gpu items were selected: their requirement was checked"
