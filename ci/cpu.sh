@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CPU job: the README's test command, run once. It runs the harness's own tests and every row's cpu gates;
 # the plugin then prints the row table, writes the reports and exits with the claims' exit code (README, "Exit codes").
-# Expects the project installed (pip install -e '.[test]'). The reports are written whether the run passes or fails.
+# Expects the project installed (pip install -e '.[test]'). The reports are written whether the run passes or fails;
+# $GATES_REPORTS/gates-cpu.json is the CPU side's evidence for `gates verdict` (docs/evidence.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 reports="${GATES_REPORTS:-reports}"

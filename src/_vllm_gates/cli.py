@@ -16,8 +16,13 @@ from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.project import Project, load_project, unknown_row
 
 MARKER_CHOICES_HELP = "a marker of the project ([tool.vllm-gates] markers), or all"
-EPILOG = ("exit codes: 0 every row meets its claimed state; 1 a claim is not met; 2 usage error; "
-          "3 a definition or harness error; 5 nothing ran")
+EPILOG = ("claims: DONE needs every gate PASS, in this run or on evidence (gates verdict, --evidence); PARTIAL lets "
+          "gpu gates be SKIPPED or UNPROVEN; ACTIVE, GATING and the other states tolerate FAIL; no state excuses ERROR, "
+          "EMPTY or INCOMPLETE. A gate this run did not execute (--marker, row selection, --changed-since) is UNPROVEN "
+          "unless evidence covers it. "
+          "exit codes: 0 every row meets its claimed state; 1 a claim is not met; 2 usage error; "
+          "3 a definition or harness error; 5 nothing ran; 6 claims unproven (nothing failed, but a claim rests on gates "
+          "not executed here and not covered by evidence); 130 interrupted")
 
 
 class UsageError(Exception):
@@ -132,17 +137,48 @@ def _row_args(rows: list[str]) -> list[str]:
 def cmd_run(args: argparse.Namespace, project: Project) -> int:
     _check_marker(project.config, args.marker)
     rows = _rows_to_judge(project, args.rows, args.changed_since)
-    if args.changed_since and not rows:
-        print(f"no row is affected by changes since {args.changed_since}: nothing to gate")
-        return ExitCode.OK
+    if args.changed_since and not rows:  # judged without pytest: the reports are written, and say so
+        from _vllm_gates.session import judge_without_items
+
+        return judge_without_items(project.config, {"json": args.json, "markdown": args.markdown, "junit": args.junit,
+                                                    "rows": [], "changed_since": args.changed_since})
     extra = _marker_args(args.marker) + _row_args(rows)
     for flag, value in (("--gates-json", args.json), ("--gates-markdown", args.markdown), ("--junitxml", args.junit),
                         ("--hypothesis-profile", args.profile), ("--gates-changed-since", args.changed_since)):
         if value:
             extra.append(f"{flag}={value}")
-    options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows,
+    extra += [f"--gates-evidence={path}" for path in _readable_evidence(args.evidence)]
+    options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows or None,
                "markexpr": "" if args.marker == "all" else args.marker}
     return _pytest(project.config, extra, options)
+
+
+def _readable_evidence(paths: list[str]) -> list[str]:
+    """The --evidence files, each checked before anything runs (UsageError naming the file and what is wrong)."""
+    from _vllm_gates.evidence import EvidenceError, load_evidence
+
+    for shown in paths:
+        try:
+            load_evidence(Path(shown), shown)
+        except EvidenceError as error:
+            raise UsageError(str(error)) from None
+    return [str(Path(p).resolve()) for p in paths]
+
+
+def cmd_verdict(args: argparse.Namespace, project: Project) -> int:
+    """Judge the claims from evidence files alone: nothing runs (README, "Evidence from several machines")."""
+    from _vllm_gates.evidence import EvidenceError, load_evidence
+    from _vllm_gates.session import judge_on_evidence
+
+    _check_rows(project, args.rows)
+    found = []
+    for shown in args.evidence:
+        try:
+            found.extend(load_evidence(Path(shown), shown))
+        except EvidenceError as error:
+            raise UsageError(str(error)) from None
+    options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": args.rows}
+    return judge_on_evidence(project, found, options)
 
 
 def cmd_audit(args: argparse.Namespace, project: Project) -> int:
@@ -171,8 +207,19 @@ def cmd_coverage(args: argparse.Namespace, project: Project) -> int:
 
 
 def cmd_affected(args: argparse.Namespace, project: Project) -> int:
-    for row in _rows_to_judge(project, [], args.base):
+    """Print the rows affected by changes since --base, in roadmap order; with --explain, each with its reasons."""
+    from _vllm_gates.selection import SelectionError, explain_affected
+
+    try:
+        explained = explain_affected(project, args.base)
+    except SelectionError as error:
+        raise UsageError(str(error)) from None
+    for row, reasons in explained.items():
         print(row)
+        for reason in reasons if args.explain else ():
+            print(f"  {reason}")
+    if args.explain and not explained:
+        print(f"no row is affected by changes since {args.base}")
     return ExitCode.OK
 
 
@@ -200,22 +247,36 @@ def parser() -> argparse.ArgumentParser:
                          epilog=EPILOG)
     run.add_argument("rows", nargs="*", help="rows to run (default: all)")
     run.add_argument("--marker", default="all", help=MARKER_CHOICES_HELP + " (default: all)")
-    run.add_argument("--changed-since", metavar="REF", help="only rows whose sources, row folder, gate file or spec changed since REF")
+    run.add_argument("--changed-since", metavar="REF", help="only rows that changes since REF can affect (see `gates affected`)")
     run.add_argument("--profile", choices=["ci", "dev", "thorough"], help="hypothesis profile (default: ci when CI is set, else dev)")
     run.add_argument("--json", metavar="F", help="write the verdicts as JSON")
     run.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
     run.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per gate item and per claim")
+    run.add_argument("--evidence", action="append", default=[], metavar="F",
+                     help="an earlier run's --json report (another machine's): its gates count where their fingerprint "
+                          "matches the tree now (repeatable)")
+    verdict = sub.add_parser("verdict", help="judge the claims from evidence files (--json reports of earlier runs); runs nothing",
+                             epilog=EPILOG)
+    verdict.add_argument("rows", nargs="*", help="rows to judge (default: all)")
+    verdict.add_argument("--evidence", action="append", required=True, metavar="F",
+                         help="a run's --json report; repeat it to merge machines (the CPU job's and the GPU job's)")
+    verdict.add_argument("--json", metavar="F", help="write the verdicts as JSON")
+    verdict.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
+    verdict.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per claim")
     audit = sub.add_parser("audit", help="show every gate can fail: the wrong-everywhere stand-in and each known-bad")
     audit.add_argument("rows", nargs="*")
     audit.add_argument("--marker", default="all", help=MARKER_CHOICES_HELP + " (default: all)")
     sub.add_parser("coverage", help="requirement ids in the spec files that no gate covers")
-    affected = sub.add_parser("affected", help="rows whose sources, row folder, gate file or spec changed since --base")
-    affected.add_argument("--base", required=True, metavar="REF")
+    affected = sub.add_parser("affected", help="rows that changes since --base can affect: files their gates import, their "
+                                               "sources, row folder, gate file, spec or roadmap entry; every row when the "
+                                               "harness, pyproject.toml or a package __init__.py changes")
+    affected.add_argument("--base", required=True, metavar="REF", help="a git ref: changes since it, committed or not")
+    affected.add_argument("--explain", action="store_true", help="print under each row the reasons it is affected")
     sub.add_parser("check-independence", help="packages that import what an independence contract forbids (impl, oracles)")
     return top
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
+COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
             "check-independence": cmd_check_independence}
 
 

@@ -61,6 +61,7 @@ class Config:
     worker_preload: tuple[str, ...] = ()  # modules a fork server imports once for every worker (e.g. torch)
     call_timeout: float = 60.0  # seconds one call of a worker may take, unless a gate sets `timeout:`
     run_budget: float | None = None  # seconds the workers of a whole run may take; None: no budget
+    pythonpath: tuple[str, ...] = ()  # [tool.pytest.ini_options] pythonpath: where, besides the root, modules are found
 
     @property
     def marker_names(self) -> tuple[str, ...]:
@@ -257,6 +258,15 @@ def read_table(path: Path) -> dict[str, Any] | None:
     return _read(path)[1]
 
 
+def _pytest_pythonpath(path: Path) -> tuple[str, ...]:
+    """`pythonpath` of `[tool.pytest.ini_options]` (entries that are not strings are pytest's to refuse)."""
+    text = path.read_text(encoding="utf-8")
+    options = tomllib.loads(text).get("tool", {}).get("pytest", {}).get("ini_options", {})
+    entries = options.get("pythonpath", []) if isinstance(options, dict) else []
+    entries = entries.split() if isinstance(entries, str) else entries
+    return tuple(e for e in entries if isinstance(e, str)) if isinstance(entries, list) else ()
+
+
 def _read(path: Path) -> tuple[str, dict[str, Any] | None]:
     """The text of a pyproject.toml and its `[tool.vllm-gates]` table; None when the file (a regular one) or the
     table is absent. The file is read within the size limit (yamlsource.MAX_FILE_BYTES)."""
@@ -336,6 +346,7 @@ def load_config(root: Path) -> Config | None:
         worker_preload=reader.strings(table, "worker-preload", base.worker_preload, re.compile(r"^[A-Za-z_][\w.]*$")),
         call_timeout=_seconds(reader, table, "call-timeout", base.call_timeout) or base.call_timeout,
         run_budget=_seconds(reader, table, "run-budget", base.run_budget),
+        pythonpath=_pytest_pythonpath(path),
     )
     _check_paths(reader, root, config)
     if reader.problems:

@@ -5,11 +5,13 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """0 claims met; 1 a claim not met; 2 usage; 3 a definition or harness error; 5 nothing ran; 130 interrupted."""
+    """0 claims met; 1 a claim not met; 2 usage; 3 a definition or harness error; 5 nothing ran; 6 claims unproven;
+    130 interrupted."""
 
     OK = 0
     CLAIM_NOT_MET = 1
     USAGE = 2
     ERROR = 3
     EMPTY = 5
+    UNPROVEN = 6  # nothing that ran failed, but a claim rests on gates this run did not execute and no evidence covers
     INTERRUPTED = 130  # SIGINT or SIGTERM stopped the run: its reports say `interrupted`, no claim is met

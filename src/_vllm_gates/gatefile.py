@@ -235,7 +235,7 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
     spec = reader.string(top, "spec", "spec")
     sources, source_places = reader.string_list(top, "sources", "sources")
     for index, (pattern, place) in enumerate(zip(sources, source_places)):
-        why = _source_outside(pattern)
+        why = _source_outside(pattern) or _source_unmatched(root, pattern)
         if why:
             reader.problem(place, f"sources[{index}]", why)
     context = _row_context(reader, top, root, roadmap, row_id, spec)
@@ -287,6 +287,39 @@ def _source_outside(pattern: str) -> str | None:
     if ".." in re.split(r"[\\/]", body):
         return f"source pattern {show(pattern)} has a '..' segment: sources are globs inside the project root"
     return None
+
+
+_SKIPPED_FOLDERS = frozenset({".git", "__pycache__"})  # never walked looking for a source file
+
+
+def _source_unmatched(root: Path, pattern: str) -> str | None:
+    """Why an include glob of `sources:` is refused: it matches no file under the root (a typo, a moved folder)."""
+    if pattern.startswith("!"):
+        return None
+    try:
+        found = any_source_file(root, pattern)
+    except (ValueError, OSError) as exc:  # a pattern pathlib refuses (`a**b` before Python 3.13), a NUL character
+        return f"source pattern {show(pattern)} is not a usable glob: {exc}"
+    return None if found else f"source pattern {show(pattern)} matches no file in the project"
+
+
+def any_source_file(root: Path, pattern: str) -> bool:
+    """Whether a `sources:` include pattern matches a file under ``root``: `folder/**` any file below the folder,
+    other patterns by glob semantics from their literal leading folder; `.git` and `__pycache__` are not searched."""
+    if pattern.endswith("/**"):
+        return _any_file_under(root / pattern[:-3]) or (root / pattern[:-3]).is_file()
+    return any(path.is_file() and not _SKIPPED_FOLDERS & set(path.relative_to(root).parts) for path in root.glob(pattern))
+
+
+def _any_file_under(folder: Path) -> bool:
+    """Whether ``folder`` holds a file at any depth (symlinked folders not followed), stopping at the first."""
+    if not folder.is_dir():
+        return False
+    for _, folders, files in os.walk(folder):
+        if files:
+            return True
+        folders[:] = [name for name in folders if name not in _SKIPPED_FOLDERS]
+    return False
 
 
 def _spec_path(root: Path, spec: str) -> tuple[Path | None, str | None]:

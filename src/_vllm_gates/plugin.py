@@ -6,6 +6,7 @@ table, writes the reports, adds one JUnit test case per claim and sets the exit 
 """
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
@@ -15,6 +16,7 @@ import pytest
 from _vllm_gates.checks import ResolvedGate, Subject
 from _vllm_gates.config import load_config
 from _vllm_gates.errors import DefinitionError, Problem
+from _vllm_gates.evidence import SIMULATED_DEVICE_ENV, GateEvidence
 from _vllm_gates.gatefile import load_gate_file, peek_row_id
 from _vllm_gates.items import AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items
 from _vllm_gates.model import Gate, GateFile, TargetRef
@@ -34,9 +36,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gates-row", action="append", default=[], metavar="ROW",
                     help="judge only this row (repeatable); other rows' gate files are not collected")
     group.addoption("--gates-changed-since", metavar="REF",
-                    help="judge only the rows whose sources, row folder, gate file or spec changed since the git ref REF")
+                    help="judge only the rows that changes since the git ref REF can affect (files their gates import, "
+                         "sources, row folder, gate file, spec, roadmap entry; the harness or pyproject.toml: every row)")
     group.addoption("--gates-json", metavar="F", help="write the run's verdicts as JSON to F")
     group.addoption("--gates-markdown", metavar="F", help="write the run's verdicts as Markdown to F")
+    group.addoption("--gates-evidence", action="append", default=[], metavar="F",
+                    help="the JSON report of an earlier run (another machine's): gates it executed under the fingerprint "
+                         "they have now count toward the verdicts (repeatable)")
 
 
 def gate_run(config: pytest.Config) -> GateRun | None:
@@ -59,6 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
                   markdown_path=config.getoption("gates_markdown"))
     run.requested_rows = _requested_rows(run, list(config.getoption("gates_row") or ()), config.getoption("gates_changed_since"))
     run.markexpr = config.option.markexpr or ""
+    run.evidence = _load_evidence(list(config.getoption("gates_evidence") or ()))
     config.stash[_RUN] = run
     _stop_on_sigterm(run)
     config.pluginmanager.register(InterruptWatcher(run), "vllm-gates-interrupts")
@@ -79,6 +86,18 @@ def _may_collect_gate_files(config: pytest.Config, run: GateRun) -> bool:
     base = Path(config.invocation_params.dir)
     args = [(base / arg.split("::")[0]).resolve() for arg in config.args] or [base.resolve()]
     return any(arg == path or arg in path.parents for path in (p.resolve() for p in run.project.gate_files()) for arg in args)
+
+
+def _load_evidence(paths: list[str]) -> list[GateEvidence]:
+    from _vllm_gates.evidence import EvidenceError, load_evidence
+
+    found: list[GateEvidence] = []
+    for shown in paths:
+        try:
+            found.extend(load_evidence(Path(shown), shown))
+        except EvidenceError as error:
+            raise pytest.UsageError(str(error)) from None
+    return found
 
 
 def _requested_rows(run: GateRun, rows: list[str], changed_since: str | None) -> tuple[str, ...] | None:
@@ -249,9 +268,15 @@ class GateNode(pytest.Collector):
         yield AuditItem.from_parent(self, name="audit", resolved=self.resolved, **common, line=gate.location.line)
 
 
-@lru_cache(maxsize=1)
 def cuda_unavailable_reason() -> str | None:
-    """Why items that require CUDA cannot run here, or None when a CUDA device is present."""
+    """Why items that require CUDA cannot run here, or None when a CUDA device (or a simulated one) is present."""
+    if os.environ.get(SIMULATED_DEVICE_ENV, "").strip():
+        return None  # a recorded fake device stands in: what runs on it is marked simulated and backs no claim
+    return _cuda_unavailable_reason()
+
+
+@lru_cache(maxsize=1)
+def _cuda_unavailable_reason() -> str | None:
     try:
         import torch
     except ImportError:
@@ -327,12 +352,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     run = gate_run(session.config)
     if run is None:
         return
-    if run.requested_rows == () and run.meta.get("changed_since"):
-        run.summary = f"no row is affected by changes since {run.meta['changed_since']}: nothing to gate"
-        if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
-            session.exitstatus = pytest.ExitCode.OK
-        return
-    if run.collected_files or run.requested_rows:
+    if run.collected_files or run.requested_rows is not None:
         session.exitstatus = run.finish(session.config, int(exitstatus))
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from _vllm_gates.verdicts import RunReport
 
+RUN_SCHEMA = "vllm-gates/run/3"  # docs/evidence.md; the JSON Schema is schema/run.schema.json
+
 COLUMNS = ("row", "milestone", "gate", "cases", "examples", "values", "errors", "known-bad", "verdict", "claimed")
 
 
@@ -51,13 +53,14 @@ def _unmet(report: RunReport) -> list[str]:
         if not row.claim.claim_met:
             reasons.append(f"{row.row}: {row.claim.reason}")
         for gate in row.gates:
-            if gate.verdict.value in ("SKIPPED", "FAIL", "ERROR", "WEAK", "EMPTY", "INCOMPLETE") and gate.reason:
+            if gate.reason and (gate.verdict.value != "PASS" or not gate.executed):  # a PASS on evidence says which
                 reasons.append(f"{row.row}::{gate.gate}: {gate.verdict.value}: {gate.reason}")
     return reasons
 
 
-def to_json(report: RunReport, exit_code: int, meta: dict[str, Any]) -> dict[str, Any]:
-    """A stable document: rows in roadmap order, gates in file order, items sorted by node id."""
+def to_json(report: RunReport, exit_code: int, meta: dict[str, Any], evidence: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A stable document (docs/evidence.md): rows in roadmap order, gates in file order, items sorted by node id;
+    ``evidence``: the run-wide record (implementation, harness, device, the hash of every input)."""
     def verdicts(obj: Any) -> Any:
         if isinstance(obj, dict):
             return {k: verdicts(v) for k, v in obj.items()}
@@ -66,8 +69,9 @@ def to_json(report: RunReport, exit_code: int, meta: dict[str, Any]) -> dict[str
         return obj.value if hasattr(obj, "value") and obj.__class__.__name__ == "Verdict" else obj
 
     return {
-        "schema": "vllm-gates/run/2",
+        "schema": RUN_SCHEMA,
         "meta": meta,
+        "evidence": evidence or {"impl": "python", "harness": "", "device": None, "simulated": False, "inputs": {}, "from": []},
         "interrupted": report.interrupted,
         "exit_code": exit_code,
         "checks": report.checks,
@@ -89,13 +93,13 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_json(path: Path, report: RunReport, exit_code: int, meta: dict[str, Any]) -> None:
-    write_atomic(path, json.dumps(to_json(report, exit_code, meta), indent=2, sort_keys=False) + "\n")
+def write_json(path: Path, report: RunReport, exit_code: int, meta: dict[str, Any], evidence: dict[str, Any] | None = None) -> None:
+    write_atomic(path, json.dumps(to_json(report, exit_code, meta, evidence), indent=2, sort_keys=False) + "\n")
 
 
 def markdown(report: RunReport, exit_code: int) -> str:
     """A GitHub-flavoured summary: a verdict line per row, then the gate table and unmet claims."""
-    icon = {"PASS": "✅", "SKIPPED": "⏭️", "WEAK": "⚠️", "EMPTY": "⬜", "INCOMPLETE": "⏸️", "FAIL": "❌", "ERROR": "💥"}
+    icon = {"PASS": "✅", "SKIPPED": "⏭️", "UNPROVEN": "❔", "WEAK": "⚠️", "EMPTY": "⬜", "INCOMPLETE": "⏸️", "FAIL": "❌", "ERROR": "💥"}
     stopped = [f"**interrupted by {report.interrupted}**: the gates below are what ran before it; no claim is met", ""] if report.interrupted else []
     lines = [f"## vllm-gates: exit {exit_code}", "", *stopped, "| row | verdict | claimed | claim |", "|---|---|---|---|"]
     for row in report.rows:

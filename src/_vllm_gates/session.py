@@ -6,7 +6,7 @@ decides the exit status (README, "Verdicts" and "Exit codes").
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,12 @@ from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.items import RECORD, GateItem, ItemIdentity
 from _vllm_gates.model import GateFile, Roadmap
 from _vllm_gates.profiles import current_profile_name
-from _vllm_gates.project import load_roadmap_of
+from _vllm_gates.project import Project, load_roadmap_of
 from _vllm_gates.reports import junit_claims, markdown, table, write_atomic, write_json
 from _vllm_gates.workers import WorkerPool
-from _vllm_gates.verdicts import ItemResult, RunReport, build_report, exit_code, interrupted, with_unknown_rows
+from _vllm_gates.evidence import Device, GateEvidence, assess, fill_evidence, this_device, with_fingerprints
+from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
+from _vllm_gates.verdicts import ItemResult, RunReport, Scope, build_report, exit_code, interrupted, with_unknown_rows
 
 # pytest's own statuses that no verdict may hide: interrupted, internal error, usage error
 _PYTEST_ABORTS = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR)
@@ -69,8 +71,13 @@ class GateRun:
     summary: str = ""
     report: RunReport | None = None
     started: float = field(default_factory=time.time)
+    impl: str = "python"
+    not_run_why: str = ""  # why gates outside this run did not run, when it is not a marker filter
+    evidence: list[GateEvidence] = field(default_factory=list)  # from --gates-evidence files
+    device: Device = field(default_factory=lambda: Device("unknown"))
     _results: dict[str, _Partial] = field(default_factory=dict)
     _roadmap: tuple[Roadmap | None, list[Problem]] | None = None
+    _fingerprints: dict[tuple[str, str], GateFingerprint] | None = None
 
     def roadmap(self) -> tuple[Roadmap | None, list[Problem]]:
         """The roadmap, loaded once per run, or the problems that kept it from loading."""
@@ -112,7 +119,7 @@ class GateRun:
 
     def scope(self, roadmap: Roadmap) -> list[str]:
         """Rows this run judges: those asked for; else every row when every gate file was collected; else the collected."""
-        if self.requested_rows:
+        if self.requested_rows is not None:
             return list(self.requested_rows)
         every = {p.resolve() for p in self.project.gate_files()}
         collected = set(self.gate_files) | set(self.broken)
@@ -132,11 +139,28 @@ class GateRun:
         in_run = self.gates_in_run()
         done = {(i.row, i.gate, i.name) for i in items}
         missing = {key: tuple(name for name in names if (*key, name) not in done) for key, names in self.declared.items() if key in in_run}
-        selected = in_run if self.markexpr else None
-        report = build_report(roadmap, list(self.gate_files.values()), items, dict(self.broken), rows, selected,
+        fingerprints = self.fingerprints(roadmap, rows)
+        why = self.not_run_why or (f"deselected by -m {self.markexpr!r}" if self.markexpr else "not collected in this run")
+        scope = Scope(rows, in_run | {(i.row, i.gate) for i in items}, why,
+                      simulated={key for key, markers in self.gate_markers.items() if self.device.simulated and self._needs_gpu(markers)})
+        fill_evidence(scope, assess(self.evidence, fingerprints, self.impl))
+        report = build_report(roadmap, list(self.gate_files.values()), items, dict(self.broken), scope,
                               {key: names for key, names in missing.items() if names})
+        report = replace(report, evidence_offered=bool(self.evidence))
+        report = with_fingerprints(report, fingerprints, self.device, self._needs_gpu, scope.simulated)
         report = with_unknown_rows(report, {row: message for row, message in self.broken.items() if roadmap.row(row) is None})
         return interrupted(report, self.interrupted) if self.interrupted else report
+
+    def fingerprints(self, roadmap: Roadmap, rows: list[str]) -> dict[tuple[str, str], GateFingerprint]:
+        """The fingerprint of every gate of the rows in scope, as the tree is now."""
+        if self._fingerprints is None:
+            maker = Fingerprinter(self.project, self.impl)
+            self._fingerprints = {(gf.row, gate.id): maker.gate(gf, gate, roadmap.row(gf.row))
+                                  for gf in self.gate_files.values() if gf.row in rows for gate in gf.gates}
+        return self._fingerprints
+
+    def _needs_gpu(self, markers: tuple[str, ...]) -> bool:
+        return any((m := self.project.marker(name)) is not None and m.requires == "cuda" for name in markers)
 
     def gates_in_run(self) -> set[tuple[str, str]]:
         """Gates whose markers the run's -m expression selects (all without one): each of their items must run."""
@@ -155,10 +179,15 @@ class GateRun:
             code = audit_exit_code(lines)
             self.summary = f"{audit_table(lines)}\n\naudit exit {int(code)}"
             return self._combine(code, pytest_status)
+        self.device = this_device()
         report = self.judge()
         self.report = report
         code = self._combine(exit_code(report), pytest_status)
         self.summary = f"{table(report)}\n\n{report.checks} checks in {time.time() - self.started:.1f}s; exit {code}"
+        if self.nothing_affected():
+            code = self._combine(ExitCode.OK, pytest.ExitCode.OK)
+            self.summary = f"no row is affected by changes since {self.meta['changed_since']}: nothing to gate"
+            self.meta["nothing_affected"] = True
         if config is not None:
             _add_claims_to_junit(config, report)
         elif self.junit_path:
@@ -166,10 +195,24 @@ class GateRun:
         meta = {"markexpr": self.markexpr or self.meta.get("markexpr", ""), "interrupted": self.interrupted, "rows": [r.row for r in report.rows],
                 "profile": current_profile_name(), **self.meta}
         if self.json_path:
-            write_json(Path(self.json_path), report, code, meta)
+            write_json(Path(self.json_path), report, code, meta, self.evidence_record())
         if self.markdown_path:
             write_atomic(Path(self.markdown_path), markdown(report, code))
         return code
+
+    def nothing_affected(self) -> bool:
+        """--changed-since found no affected row: a green run that judged nothing, and its reports say so."""
+        return self.requested_rows == () and bool(self.meta.get("changed_since"))
+
+    def evidence_record(self) -> dict[str, Any]:
+        """The run-wide part of the evidence in its JSON report: what was judged, where, and every input's hash."""
+        from vllm_gates import __version__
+
+        inputs: dict[str, str] = {}
+        for fingerprint in (self._fingerprints or {}).values():
+            inputs.update(fingerprint.inputs)
+        return {"impl": self.impl, "harness": __version__, "device": asdict(self.device), "simulated": self.device.simulated,
+                "inputs": dict(sorted(inputs.items())), "from": sorted({e.source for e in self.evidence})}
 
     def _combine(self, verdict_code: ExitCode, pytest_status: int) -> int:
         """The verdicts decide, except that pytest's aborts and failing tests that are not gate items still count."""
@@ -177,7 +220,7 @@ class GateRun:
             return ExitCode.INTERRUPTED
         if pytest_status in _PYTEST_ABORTS:
             return ExitCode.ERROR
-        if self.other_failures and verdict_code in (ExitCode.OK, ExitCode.EMPTY):
+        if self.other_failures and verdict_code in (ExitCode.OK, ExitCode.EMPTY, ExitCode.UNPROVEN):
             return ExitCode.CLAIM_NOT_MET
         return int(verdict_code)
 
@@ -204,9 +247,25 @@ def judge_without_items(project: Config, options: dict[str, Any]) -> int:
     """Judge rows where there is no gate file to collect: the same verdicts and reports, printed here."""
     run = GateRun(project, json_path=options.get("json"), markdown_path=options.get("markdown"), junit_path=options.get("junit"),
                   meta={"markexpr": options.get("markexpr", "")})
+    if options.get("changed_since"):
+        run.meta["changed_since"] = options["changed_since"]
     roadmap, _ = run.roadmap()
+    rows = options.get("rows")
     if roadmap is not None:
-        run.requested_rows = tuple(options.get("rows") or (r.id for r in roadmap.rows))
+        run.requested_rows = tuple(rows) if rows is not None else tuple(r.id for r in roadmap.rows)
     code = run.finish(None, pytest.ExitCode.NO_TESTS_COLLECTED)
+    print(run.summary)
+    return code
+
+
+def judge_on_evidence(project: Project, evidence: list[GateEvidence], options: dict[str, Any]) -> int:
+    """`gates verdict`: judge the claims of the rows asked for (all by default) from evidence alone, running nothing."""
+    run = GateRun(project.config, json_path=options.get("json"), markdown_path=options.get("markdown"),
+                  junit_path=options.get("junit"), evidence=evidence, meta={"markexpr": "", "verdict_only": True})
+    run.gate_files = {gf.row: gf for gf in project.gate_files}
+    run.broken = {row: message for row, (_, message) in project.broken.items()}
+    run.requested_rows = tuple(options.get("rows") or (r.id for r in project.roadmap.rows))
+    run.not_run_why = "not run: `gates verdict` runs nothing"
+    code = run.finish(None, pytest.ExitCode.OK)
     print(run.summary)
     return code

@@ -1,11 +1,11 @@
 """Verdicts per gate, milestone and row, and the check of each against the state the roadmap claims."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from _vllm_gates.exitcodes import ExitCode
-from _vllm_gates.model import GateFile, Roadmap
+from _vllm_gates.model import Gate, GateFile, Roadmap
 
 
 class Verdict(str, Enum):
@@ -13,6 +13,7 @@ class Verdict(str, Enum):
 
     PASS = "PASS"
     SKIPPED = "SKIPPED"
+    UNPROVEN = "UNPROVEN"  # not executed in this run, and no usable evidence for it
     WEAK = "WEAK"
     EMPTY = "EMPTY"
     INCOMPLETE = "INCOMPLETE"
@@ -63,6 +64,14 @@ class GateResult:
     values_compared: int = 0
     errors_agreed: int = 0
     missing: tuple[str, ...] = ()
+    executed: bool = True  # its items ran in this run
+    run_verdict: str = ""  # what its items said in this run, before evidence and the simulated-device rule ("": not executed)
+    run_reason: str = ""
+    basis: tuple[str, ...] = ()  # what the verdict rests on: "this run", and evidence files with their devices
+    fingerprint: str = ""
+    inputs: tuple[str, ...] = ()
+    device: str = ""
+    simulated: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,7 @@ class RunReport:
     rows: tuple[RowReport, ...]
     items: tuple[ItemResult, ...] = field(default_factory=tuple)
     interrupted: str | None = None  # the signal that stopped the run, when one did
+    evidence_offered: bool = False  # evidence files were given: a run that executed nothing still judges on them
 
     @property
     def checks(self) -> int:
@@ -128,69 +138,119 @@ def gate_verdict(items: list[ItemResult], has_known_bad: bool, missing: tuple[st
 
 
 def _gpu_only_skips(gates: list[GateResult]) -> bool:
-    return all("gpu" in g.markers for g in gates if g.verdict is Verdict.SKIPPED)
+    return all("gpu" in g.markers for g in gates if g.verdict in (Verdict.SKIPPED, Verdict.UNPROVEN))
+
+
+def _unproven(gates: list[GateResult]) -> str:
+    return ", ".join(g.gate for g in gates if g.verdict is Verdict.UNPROVEN)
 
 
 def claim_met(state: str, verdict: Verdict, gates: list[GateResult]) -> tuple[bool, str]:
-    """DONE needs PASS; PARTIAL allows gpu gates SKIPPED; no state excuses ERROR, INCOMPLETE or EMPTY."""
+    """README "Claims": DONE needs every gate PASS (here or on evidence); PARTIAL lets gpu gates be SKIPPED or
+    UNPROVEN; the other states tolerate FAIL; no state excuses ERROR, INCOMPLETE or EMPTY."""
     if verdict in (Verdict.ERROR, Verdict.EMPTY, Verdict.INCOMPLETE):
         return False, f"{verdict.value} is never green"
+    if state == "DONE" and verdict is Verdict.UNPROVEN:
+        return False, f"claims DONE, but no run or evidence here proves {_unproven(gates)}"
     if state == "DONE" and verdict is not Verdict.PASS:
         return False, f"claims DONE but the verdict is {verdict.value}"
     if state == "PARTIAL":
-        if verdict not in (Verdict.PASS, Verdict.SKIPPED):
+        if verdict not in (Verdict.PASS, Verdict.SKIPPED, Verdict.UNPROVEN):
             return False, f"claims PARTIAL but the verdict is {verdict.value}"
         if not _gpu_only_skips(gates):
-            return False, "claims PARTIAL but a non-gpu gate was skipped"
+            which = ", ".join(g.gate for g in gates if g.verdict in (Verdict.SKIPPED, Verdict.UNPROVEN) and "gpu" not in g.markers)
+            return False, f"claims PARTIAL, but gates that are not gpu gates were skipped or not proven: {which}"
     return True, ""
 
 
-def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemResult],
-                 broken_rows: dict[str, str] | None = None, selected_rows: list[str] | None = None,
-                 selected_gates: set[tuple[str, str]] | None = None,
-                 missing: dict[tuple[str, str], tuple[str, ...]] | None = None) -> RunReport:
-    """Aggregate item outcomes into gate, milestone and row verdicts and check each claimed state.
+def combine(here: tuple[Verdict, str] | None, evidence: list[tuple[str, Verdict, str]]) -> tuple[Verdict, str, tuple[str, ...]]:
+    """One gate's verdict from this run (None: not executed) and usable evidence (label, verdict, reason): a FAIL
+    or ERROR anywhere wins (machines that disagree on one fingerprint are a failure); else a PASS anywhere; else
+    the worst. Returns the verdict, its reason and its basis."""
+    sources = ([("this run", *here)] if here is not None else []) + evidence
+    if not sources:
+        return Verdict.UNPROVEN, "", ()
+    failing = [s for s in sources if s[1] in (Verdict.FAIL, Verdict.ERROR)]
+    if failing:
+        label, verdict, reason = max(failing, key=lambda s: s[1].severity)
+        return verdict, reason if label == "this run" else f"{verdict.value} on {label}: {reason}", tuple(s[0] for s in failing)
+    passing = [s[0] for s in sources if s[1] is Verdict.PASS]
+    if passing:
+        return Verdict.PASS, "" if passing[0] == "this run" else f"on evidence: {passing[0]}", tuple(passing)
+    label, verdict, reason = max(sources, key=lambda s: s[1].severity)
+    return verdict, reason, (label,)
 
-    ``selected_gates`` (row, gate) limits the verdicts to the gates the run selected (a marker filter);
-    None means every gate of the selected rows. ``missing`` names each gate's declared items that have no result.
+
+@dataclass(frozen=True)
+class Scope:
+    """What one judgement covers: the rows, the gates this run executed (None: every gate of those rows), why the
+    others did not run, the evidence per gate (label, verdict, reason; and why other evidence was not used), and
+    the gates that ran on a simulated device."""
+
+    rows: list[str] | None = None
+    executed: set[tuple[str, str]] | None = None
+    not_run_why: str = "not run here"
+    evidence: dict[tuple[str, str], list[tuple[str, Verdict, str]]] = field(default_factory=dict)
+    refused: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    simulated: set[tuple[str, str]] = field(default_factory=set)
+
+
+def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[str, ...], scope: Scope) -> GateResult:
+    """One gate: its items' verdict where this run executed it, combined with the usable evidence for it."""
+    key = (row, gate.id)
+    executed = scope.executed is None or key in scope.executed
+    here = None
+    notes = list(scope.refused.get(key, []))
+    first_hand = ("", "")
+    if executed:
+        share = gate.properties.min_value_share if gate.properties else 0.0
+        here = gate_verdict(items, bool(gate.known_bad), not_run, share)
+        first_hand = (here[0].value, here[1]) if items else first_hand
+        if key in scope.simulated and here[0] is Verdict.PASS:
+            notes.insert(0, "PASS here on a simulated device: it backs no claim")
+            here = None
+    verdict, reason, basis = combine(here, scope.evidence.get(key, []))
+    if verdict is Verdict.UNPROVEN:
+        reason = "; ".join(([] if executed else [scope.not_run_why]) + notes + ["no usable evidence"])
+    cases = [i for i in items if i.kind == "case"]
+    known = [i for i in items if i.kind == "known_bad"]
+    return GateResult(
+        row, gate.id, gate.milestone, gate.markers, verdict,
+        sum(i.outcome == "passed" for i in cases), len(gate.cases),
+        sum(i.checks for i in items if i.kind == "properties" and i.outcome == "passed"),
+        sum(i.outcome == "passed" for i in known), len(gate.known_bad),
+        sum(i.checks for i in items), reason,
+        sum(i.values for i in items if i.kind == "properties"),
+        sum(i.agreed_errors for i in items if i.kind == "properties"), not_run if executed else (),
+        executed=executed and bool(items), run_verdict=first_hand[0], run_reason=first_hand[1], basis=basis)
+
+
+def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemResult],
+                 broken_rows: dict[str, str] | None = None, scope: Scope | None = None,
+                 missing: dict[tuple[str, str], tuple[str, ...]] | None = None) -> RunReport:
+    """Aggregate item outcomes and evidence into gate, milestone and row verdicts and check each claimed state.
+
+    Every row in scope is shown with every gate and milestone, whatever the marker filter: a gate the run did not
+    execute is UNPROVEN unless evidence covers it. ``missing`` names each gate's declared items without a result.
     """
     broken_rows = broken_rows or {}
     missing = missing or {}
+    scope = scope or Scope()
     by_gate: dict[tuple[str, str], list[ItemResult]] = {}
     for item in items:
         by_gate.setdefault((item.row, item.gate), []).append(item)
     files = {gf.row: gf for gf in gate_files}
     rows = []
     for row in roadmap.rows:
-        if selected_rows is not None and row.id not in selected_rows:
+        if scope.rows is not None and row.id not in scope.rows:
             continue
-        gate_results: list[GateResult] = []
         gate_file = files.get(row.id)
-        for gate in gate_file.gates if gate_file else ():
-            if selected_gates is not None and (row.id, gate.id) not in selected_gates:
-                continue
-            gate_items = by_gate.get((row.id, gate.id), [])
-            not_run = missing.get((row.id, gate.id), ())
-            share = gate.properties.min_value_share if gate.properties else 0.0
-            verdict, reason = gate_verdict(gate_items, bool(gate.known_bad), not_run, share)
-            cases = [i for i in gate_items if i.kind == "case"]
-            known = [i for i in gate_items if i.kind == "known_bad"]
-            gate_results.append(GateResult(
-                row.id, gate.id, gate.milestone, gate.markers, verdict,
-                sum(i.outcome == "passed" for i in cases), len(gate.cases),
-                sum(i.checks for i in gate_items if i.kind == "properties" and i.outcome == "passed"),
-                sum(i.outcome == "passed" for i in known), len(gate.known_bad),
-                sum(i.checks for i in gate_items), reason,
-                sum(i.values for i in gate_items if i.kind == "properties"),
-                sum(i.agreed_errors for i in gate_items if i.kind == "properties"), not_run))
+        gate_results = [_judge_gate(row.id, gate, by_gate.get((row.id, gate.id), []), missing.get((row.id, gate.id), ()), scope)
+                        for gate in (gate_file.gates if gate_file else ())]
         row_errors = by_gate.get((row.id, "<file>"), [])
-        if selected_gates is not None and not gate_results and not row_errors and row.id not in broken_rows:
-            continue  # a marker filter left this row nothing to run: it is not part of this run
         milestone_claims = []
         for ms in row.milestones:
             ms_gates = [g for g in gate_results if g.milestone == ms.id]
-            if selected_gates is not None and not ms_gates and not row_errors:
-                continue
             verdict = Verdict.ERROR if (row_errors or row.id in broken_rows) else worst([g.verdict for g in ms_gates])
             met, why = claim_met(ms.state, verdict, ms_gates)
             if verdict is Verdict.EMPTY and not ms_gates:
@@ -215,21 +275,26 @@ def with_unknown_rows(report: RunReport, problems: dict[str, str]) -> RunReport:
     """Gate files that name no roadmap row still get a row line, in ERROR, so nothing broken is dropped."""
     extra = tuple(RowReport(row, "(not in the roadmap)", ClaimResult(row, None, "-", Verdict.ERROR, False, message), (), ())
                   for row, message in problems.items())
-    return RunReport(report.rows + extra, report.items, report.interrupted)
+    return replace(report, rows=report.rows + extra)
 
 
 def exit_code(report: RunReport) -> ExitCode:
-    """0 every selected row meets its claim; 130 interrupted; 3 a definition/harness ERROR; 5 nothing ran; 1 a claim not met."""
+    """0 every row in scope meets its claim; 130 interrupted; 3 a definition/harness ERROR; 5 nothing ran (here or on
+    evidence); 1 a claim not met; 6 the only unmet claims are UNPROVEN."""
     if report.interrupted:
         return ExitCode.INTERRUPTED
     if any(r.claim.verdict is Verdict.ERROR for r in report.rows):
         return ExitCode.ERROR
     ran = [i for i in report.items if i.outcome in ("passed", "failed", "error")]
-    if not report.rows or not ran:
+    on_evidence = [g for r in report.rows for g in r.gates if any(b != "this run" for b in g.basis)]
+    if not report.rows or not (ran or on_evidence or report.evidence_offered):
         return ExitCode.EMPTY
-    if not all(r.claim.claim_met for r in report.rows):
-        return ExitCode.CLAIM_NOT_MET
-    return ExitCode.OK
+    unmet = [c for r in report.rows for c in (*r.milestones, r.claim) if not c.claim_met]
+    if not unmet:
+        return ExitCode.OK
+    if all(c.verdict is Verdict.UNPROVEN for c in unmet):
+        return ExitCode.UNPROVEN
+    return ExitCode.CLAIM_NOT_MET
 
 
 def interrupted(report: RunReport, signal_name: str) -> RunReport:
@@ -239,4 +304,4 @@ def interrupted(report: RunReport, signal_name: str) -> RunReport:
         return ClaimResult(claim.row, claim.milestone, claim.state, claim.verdict, False, why)
 
     rows = tuple(RowReport(r.row, r.title, unmet(r.claim), tuple(unmet(m) for m in r.milestones), r.gates) for r in report.rows)
-    return RunReport(rows, report.items, signal_name)
+    return replace(report, rows=rows, interrupted=signal_name)

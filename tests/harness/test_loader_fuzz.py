@@ -32,6 +32,7 @@ FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None
 def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz")
     shutil.copytree(EXAMPLE / "spec", root / "spec")
+    shutil.copytree(EXAMPLE / "example_row", root / "example_row")  # the real file's sources glob must match a file
     (root / "gates" / "rows" / "example").mkdir(parents=True)
     return root, load_roadmap(root / "spec" / "roadmap.yaml", "spec/roadmap.yaml")
 

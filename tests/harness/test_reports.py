@@ -39,7 +39,7 @@ def test_json_report_is_complete_and_replaces_the_old_file_atomically(example):
     example.write("out/run.json", "{ not json: from an earlier, interrupted run")
     result, report = example.run_json()
     assert result.code == 0
-    assert report["schema"] == "vllm-gates/run/2"
+    assert report["schema"] == "vllm-gates/run/3"
     assert report["exit_code"] == 0
     assert report["checks"] == sum(g["checks"] for r in report["rows"] for g in r["gates"]) > 0
     assert [i["nodeid"] for i in report["items"]] == sorted(i["nodeid"] for i in report["items"])

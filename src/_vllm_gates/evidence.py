@@ -1,0 +1,172 @@
+"""Evidence: what earlier runs proved, read from their JSON reports and held against the tree as it is now.
+
+A gate's entry in a report (schema vllm-gates/run/3, docs/evidence.md) is evidence when that run executed the
+gate. It backs a verdict now only when its fingerprint equals the gate's fingerprint in this tree, it judged the
+same implementation, and it did not run on a simulated device.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from _vllm_gates.fingerprints import GateFingerprint, changed_inputs
+from _vllm_gates.reports import RUN_SCHEMA
+from _vllm_gates.verdicts import RowReport, RunReport, Scope, Verdict
+
+SIMULATED_DEVICE_ENV = "VLLM_GATES_SIMULATED_DEVICE"  # names a recorded fake GPU; its evidence never backs a claim
+
+
+class EvidenceError(Exception):
+    """An evidence file that cannot be read: not there, not JSON, not a run report of this schema."""
+
+
+@dataclass(frozen=True)
+class GateEvidence:
+    """One gate as one earlier run judged it, and where that run ran."""
+
+    source: str
+    row: str
+    gate: str
+    verdict: Verdict
+    reason: str
+    fingerprint: str
+    inputs: Mapping[str, str]
+    device: str
+    simulated: bool
+    impl: str
+
+
+@dataclass(frozen=True)
+class Assessed:
+    """Evidence held against the tree now: usable, or why not (stale, simulated, another implementation)."""
+
+    evidence: GateEvidence
+    usable: bool
+    why: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.evidence.source} ({self.evidence.device})"
+
+
+def load_evidence(path: Path, shown: str) -> list[GateEvidence]:
+    """Every executed gate of a run report; EvidenceError naming the file and what is wrong with it."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise EvidenceError(f"--evidence {shown}: cannot read it: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise EvidenceError(f"--evidence {shown}: not a JSON run report: {exc}") from None
+    schema = document.get("schema") if isinstance(document, dict) else None
+    if schema != RUN_SCHEMA:
+        raise EvidenceError(f"--evidence {shown}: schema {schema!r}, expected {RUN_SCHEMA!r} "
+                            "(the --json report of `gates run` or pytest --gates-json)")
+    try:
+        return _gates_of(document, shown)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EvidenceError(f"--evidence {shown}: malformed run report ({type(exc).__name__}: {exc})") from None
+
+
+def _gates_of(document: Mapping[str, Any], shown: str) -> list[GateEvidence]:
+    record = document["evidence"]
+    inputs: Mapping[str, str] = record["inputs"]
+    found = []
+    for row in document["rows"]:
+        for gate in row["gates"]:
+            if not gate["executed"]:
+                continue  # judged there on other evidence, or not run: nothing first-hand
+            names = gate["inputs"]
+            found.append(GateEvidence(shown, gate["row"], gate["gate"], Verdict(gate["run_verdict"]), gate["run_reason"],
+                                      gate["fingerprint"], {name: inputs[name] for name in names}, gate["device"],
+                                      bool(gate["simulated"]), record["impl"]))
+    return found
+
+
+def assess(found: list[GateEvidence], now: Mapping[tuple[str, str], GateFingerprint], impl: str) -> dict[tuple[str, str], list[Assessed]]:
+    """Each piece of evidence for a gate of this tree, usable or not and why; evidence for unknown gates is dropped."""
+    assessed: dict[tuple[str, str], list[Assessed]] = {}
+    for entry in found:
+        current = now.get((entry.row, entry.gate))
+        if current is None:
+            continue
+        if entry.impl != impl:
+            verdict = Assessed(entry, False, f"{entry.source} judged implementation {entry.impl!r}, not {impl!r}")
+        elif entry.fingerprint != current.fingerprint:
+            verdict = Assessed(entry, False, f"STALE: {entry.source} has another fingerprint "
+                                             f"({changed_inputs(entry.inputs, current.inputs)})")
+        elif entry.simulated:
+            verdict = Assessed(entry, False, f"{entry.source} ran on a simulated device ({entry.device}): it backs no claim")
+        else:
+            verdict = Assessed(entry, True)
+        assessed.setdefault((entry.row, entry.gate), []).append(verdict)
+    return assessed
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where a run executed its gates: the CPU, and the GPU when gpu gates could run (simulated or real)."""
+
+    cpu: str
+    gpu: str | None = None
+    gpu_memory_bytes: int | None = None
+    simulated: bool = False
+
+    def describe(self, uses_gpu: bool) -> str:
+        if uses_gpu and self.gpu:
+            memory = f", {self.gpu_memory_bytes / 2**30:.0f} GiB" if self.gpu_memory_bytes else ""
+            return f"gpu: {self.gpu}{memory}" + (" (simulated)" if self.simulated else "")
+        return f"cpu: {self.cpu}"
+
+
+def this_device() -> Device:
+    """This machine: the CPU model, and the CUDA device when torch is already loaded and sees one (or a simulated one)."""
+    cpu = _cpu_model()
+    simulated = os.environ.get(SIMULATED_DEVICE_ENV, "").strip()
+    if simulated:
+        return Device(cpu, simulated, None, True)
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            return Device(cpu, torch.cuda.get_device_name(0), int(torch.cuda.get_device_properties(0).total_memory))
+    except Exception:  # a broken CUDA set-up: the run's gpu gates say why
+        pass
+    return Device(cpu)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def fill_evidence(scope: Scope, assessed: dict[tuple[str, str], list[Assessed]]) -> None:
+    """Put the usable evidence of each gate into the scope, and the reasons the rest was not used."""
+    for key, entries in assessed.items():
+        for entry in entries:
+            if entry.usable:
+                scope.evidence.setdefault(key, []).append((entry.label, entry.evidence.verdict, entry.evidence.reason))
+            else:
+                scope.refused.setdefault(key, []).append(entry.why)
+
+
+def with_fingerprints(report: RunReport, fingerprints: Mapping[tuple[str, str], GateFingerprint], device: Device,
+                      needs_gpu: Callable[[tuple[str, ...]], bool], simulated: set[tuple[str, str]]) -> RunReport:
+    """Each gate's result with its fingerprint, the names of its inputs and the device it ran on: its evidence."""
+    def filled(gate: Any) -> Any:
+        found = fingerprints.get((gate.row, gate.gate))
+        if found is None:
+            return gate
+        return replace(gate, fingerprint=found.fingerprint, inputs=tuple(sorted(found.inputs)),
+                       device=device.describe(needs_gpu(gate.markers)), simulated=(gate.row, gate.gate) in simulated)
+
+    rows = tuple(RowReport(r.row, r.title, r.claim, r.milestones, tuple(filled(g) for g in r.gates)) for r in report.rows)
+    return replace(report, rows=rows)
