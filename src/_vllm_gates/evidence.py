@@ -138,6 +138,23 @@ def this_device() -> Device:
     return Device(cpu)
 
 
+RECORDED_PACKAGES = ("torch", "hypothesis", "pytest", "numpy")
+
+
+def environment() -> dict[str, str | None]:
+    """The Python version and the installed versions of the packages a verdict may depend on (recorded, not part
+    of the fingerprint: CI pins them)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in RECORDED_PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():

@@ -30,6 +30,7 @@ WRONG = WrongEverywhere()  # what {"$wrong": true} decodes to
 MAX_DEPTH = 200  # lists, tuples and maps nested in one another
 MAX_INT_DIGITS = 4300  # Python's default limit on int <-> decimal text
 _INT_BOUND = 10 ** MAX_INT_DIGITS
+_SMALL_INT = 1 << 63
 _FLOAT_TAGS = ("nan", "inf", "-inf")
 _TAGS = ("$float", "$tuple", "$map", "$wrong")
 
@@ -179,6 +180,9 @@ def encode(value: Any, root: str = "result") -> Any:
 
     A fast pass handles the common case; anything it does not (and every refusal) goes through the careful pass.
     """
+    kind = type(value)
+    if kind is int and -_SMALL_INT < value < _SMALL_INT or kind is str and value.isascii() or kind is bool or value is None:
+        return value  # the common flat results, as they are
     if type(value) is list and _json_native(value):
         return value
     if type(value) in _NESTED:

@@ -71,7 +71,8 @@ def to_json(report: RunReport, exit_code: int, meta: dict[str, Any], evidence: d
     return {
         "schema": RUN_SCHEMA,
         "meta": meta,
-        "evidence": evidence or {"impl": "python", "harness": "", "device": None, "simulated": False, "inputs": {}, "from": []},
+        "evidence": evidence or {"impl": "python", "harness": "", "device": None, "simulated": False, "environment": {},
+                                 "inputs": {}, "from": []},
         "interrupted": report.interrupted,
         "exit_code": exit_code,
         "checks": report.checks,

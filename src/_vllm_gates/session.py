@@ -22,7 +22,7 @@ from _vllm_gates.profiles import current_profile_name
 from _vllm_gates.project import Project, load_roadmap_of
 from _vllm_gates.reports import junit_claims, markdown, table, write_atomic, write_json
 from _vllm_gates.workers import WorkerPool
-from _vllm_gates.evidence import Device, GateEvidence, assess, fill_evidence, this_device, with_fingerprints
+from _vllm_gates.evidence import Device, GateEvidence, assess, environment, fill_evidence, this_device, with_fingerprints
 from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
 from _vllm_gates.verdicts import ItemResult, RunReport, Scope, build_report, exit_code, interrupted, with_unknown_rows
 
@@ -212,7 +212,7 @@ class GateRun:
         for fingerprint in (self._fingerprints or {}).values():
             inputs.update(fingerprint.inputs)
         return {"impl": self.impl, "harness": __version__, "device": asdict(self.device), "simulated": self.device.simulated,
-                "inputs": dict(sorted(inputs.items())), "from": sorted({e.source for e in self.evidence})}
+                "environment": environment(), "inputs": dict(sorted(inputs.items())), "from": sorted({e.source for e in self.evidence})}
 
     def _combine(self, verdict_code: ExitCode, pytest_status: int) -> int:
         """The verdicts decide, except that pytest's aborts and failing tests that are not gate items still count."""
