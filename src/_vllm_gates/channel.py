@@ -64,7 +64,8 @@ def frame(message: dict[str, Any]) -> bytes:
 
 
 def send(sock: socket.socket, message: dict[str, Any]) -> None:
-    sock.settimeout(None)  # a receive may have left a short timeout on the socket
+    if sock.gettimeout() is not None:  # a receive may have left a short timeout on the socket
+        sock.settimeout(None)  # (each settimeout is a system call: made only when it changes something)
     sock.sendall(frame(message))
 
 
@@ -79,7 +80,7 @@ def _read_exactly(sock: socket.socket, count: int, deadline: float | None) -> by
             if left <= 0:
                 raise ChannelTimeout()
             sock.settimeout(left)
-        else:
+        elif sock.gettimeout() is not None:
             sock.settimeout(None)
         try:
             chunk = sock.recv(max(count - len(buffer), 1 << 16))

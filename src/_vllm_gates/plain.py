@@ -245,7 +245,25 @@ def decode(data: Any, root: str = "result", flat_checked: bool = False) -> Any:
     ``flat_checked``: ``data`` came from orjson: no non-finite float, no lone surrogate, no int past 64 bits."""
     if type(data) is list and _json_native(data, flat_checked):
         return data
+    if type(data) is dict and len(data) == 1 and "$map" in data:
+        found = _flat_map(data["$map"])
+        if found is not None:
+            return found
     return _Decoder(root).decode(data, None, 0, False)
+
+
+def _flat_map(pairs: Any) -> dict[str, Any] | None:
+    """A $map whose keys are distinct strings and whose values are flat (a call's keyword input): checked in C;
+    None for anything else, which the careful pass decodes (and names the place of a refusal)."""
+    if type(pairs) is not list or not all(type(pair) is list and len(pair) == 2 for pair in pairs):
+        return None
+    keys, values = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+    kinds = set(map(type, values))
+    if not set(map(type, keys)) <= {str} or not kinds <= _JSON_FLAT or len(set(keys)) != len(keys):
+        return None
+    if not _flat_ok(keys, {str}) or not _flat_ok(values, kinds):
+        return None
+    return dict(zip(keys, values))
 
 
 class _Decoder:
