@@ -77,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     run = gate_run(session.config)
-    if run is not None and run.project.worker_preload and _may_collect_gate_files(session.config, run):
+    if run is not None and _may_collect_gate_files(session.config, run):
         run.pool.spawner()  # the fork server imports its preload modules while the judge collects
 
 

@@ -30,7 +30,8 @@ class WorkerLost(Exception):
 @dataclass(frozen=True)
 class WorkerSpec:
     """How to start a worker: the project root, what goes on its sys.path, the roots its targets may name, and
-    the modules a fork server imports once for all workers (empty: each worker is a fresh interpreter)."""
+    the modules the fork server imports once for all workers (where the platform cannot fork, each worker is a
+    fresh interpreter)."""
 
     root: Path
     path: tuple[str, ...]
@@ -271,8 +272,10 @@ class WorkerPool:
     _spawner: Spawner | None = None
 
     def spawner(self) -> Spawner:
+        """The fork server where the platform can fork (a worker then costs a fork, not an interpreter start and the
+        engine's imports: a run with a hundred gate files starts two hundred workers), else fresh interpreters."""
         if self._spawner is None:
-            self._spawner = ForkServer(self.spec) if self.spec.preload else Spawner(self.spec)
+            self._spawner = ForkServer(self.spec) if hasattr(os, "fork") else Spawner(self.spec)
         return self._spawner
 
     def worker(self, key: tuple[str, str]) -> WorkerProcess:

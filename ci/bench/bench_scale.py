@@ -1,0 +1,172 @@
+"""The harness at the scale of a real port (issue: 50,000 gate items loaded and collected near plain pytest).
+
+Builds synthetic projects of N cases in F gate files (trivial impl, expected values written out, one known-bad per
+gate) beside an equivalent plain `pytest.mark.parametrize` suite, and measures as CPU time, each process on its
+own (os.wait4), side by side in one run:
+
+- `gates list` per case (target <= 0.1 ms);
+- collection, gate suite vs plain (target <= 1.5x);
+- the run, gate suite vs plain (target <= 1.15x);
+- `gates run` vs the pytest run it drives (target <= 1.1x);
+- peak memory of the gate run vs the plain run (target <= 2x).
+
+Prints each target met or MISSED; exits 1 on a miss. Usage:
+    python ci/bench/bench_scale.py [--sizes 1000,10000] [--files 1,100] [--rounds 1]
+(the issue's full matrix: --sizes 1000,10000,50000 --files 1,100).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+CASES_PER_GATE = 100
+
+IMPL = '''def page(block_size, heads):
+    """A trivial subject: the same arithmetic as the expected values."""
+    return 2 * block_size * heads
+
+
+def page_off_by_one(block_size, heads):
+    return 2 * block_size * heads + 1
+'''
+
+PYPROJECT = '''[tool.vllm-gates]
+roadmap = "spec/roadmap.yaml"
+rows = ["gates/rows/*/gate.yaml"]
+specs = ["spec/*.md"]
+allowed-roots = ["scale_row", "gates"]
+
+[tool.pytest.ini_options]
+pythonpath = ["."]
+'''
+
+
+def _cases(start: int, count: int) -> list[tuple[int, int, int]]:
+    return [((i % 97) + 1, (i % 13) + 1, 2 * ((i % 97) + 1) * ((i % 13) + 1)) for i in range(start, start + count)]
+
+
+def write_project(root: Path, cases: int, files: int) -> None:
+    """A gated project of ``cases`` cases in ``files`` rows (one gate file each), and `plain/` with the same checks."""
+    (root / "scale_row").mkdir(parents=True)
+    (root / "scale_row" / "__init__.py").write_text("")
+    (root / "scale_row" / "impl.py").write_text(IMPL)
+    (root / "gates" / "rows").mkdir(parents=True)
+    (root / "gates" / "__init__.py").write_text("")
+    (root / "gates" / "rows" / "__init__.py").write_text("")
+    (root / "spec").mkdir()
+    (root / "spec" / "scale.md").write_text("# Scale\n\n- **SC-1.1** pages are counted\n")
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "plain").mkdir()
+    per_file = cases // files
+    roadmap = ["rows:"]
+    for f in range(files):
+        row = f"SCALE-{f}"
+        roadmap += [f"  {row}:", f"    title: row {f}", "    state: DONE", "    milestones:",
+                    "      M1: {title: pages, state: DONE}"]
+        lines = [f"row: {row}", f"title: row {f}", "spec: spec/scale.md", "gates:"]
+        written = 0
+        for g in range((per_file + CASES_PER_GATE - 1) // CASES_PER_GATE):
+            count = min(CASES_PER_GATE, per_file - written)
+            lines += [f"  - id: g{g}", "    milestone: M1", "    covers: [SC-1.1]", "    markers: [cpu]",
+                      "    impl: scale_row.impl:page", "    cases:"]
+            for i, (block, heads, expect) in enumerate(_cases(f * per_file + written, count)):
+                lines.append(f"      c{i}: {{input: {{block_size: {block}, heads: {heads}}}, expect: {expect}}}")
+            lines += ["    known_bad:", "      off-by-one: scale_row.impl:page_off_by_one"]
+            written += count
+        folder = root / "gates" / "rows" / f"row{f}"
+        folder.mkdir()
+        (folder / "__init__.py").write_text("")
+        (folder / "gate.yaml").write_text("\n".join(lines) + "\n")
+        plain = ["import pytest", "from scale_row.impl import page", "",
+                 f"CASES = {_cases(f * per_file, per_file)!r}", "",
+                 "@pytest.mark.parametrize('block_size, heads, expect', CASES)",
+                 "def test_page(block_size, heads, expect):", "    assert page(block_size, heads) == expect", ""]
+        (root / "plain" / f"test_row{f}.py").write_text("\n".join(plain))
+    (root / "spec" / "roadmap.yaml").write_text("\n".join(roadmap) + "\n")
+
+
+@dataclass(frozen=True)
+class Measured:
+    cpu_s: float
+    peak_mib: float
+    code: int
+
+
+def measure(command: list[str], cwd: Path) -> Measured:
+    """CPU seconds (user + system) and peak resident memory of one process, waited for on its own."""
+    env = {**os.environ, "CI": "true"}
+    env.pop("PYTEST_ADDOPTS", None)
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return Measured(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, process.returncode)
+
+
+def _median(runs: list[Measured]) -> Measured:
+    return Measured(statistics.median(r.cpu_s for r in runs), statistics.median(r.peak_mib for r in runs), runs[-1].code)
+
+
+def bench(cases: int, files: int, rounds: int) -> list[tuple[str, float, float, str]]:
+    """(what, measured, target, unit) for one project size."""
+    py = sys.executable
+    pytest_base = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
+        root = Path(folder)
+        write_project(root, cases, files)
+        commands = {
+            "gates list": [py, "-m", "_vllm_gates.cli", "list"],
+            "collect gates": pytest_base + ["--collect-only", "gates"],
+            "collect plain": pytest_base + ["--collect-only", "plain"],
+            "run gates": pytest_base + ["gates"],
+            "run plain": pytest_base + ["plain"],
+            "gates run": [py, "-m", "_vllm_gates.cli", "run"],
+        }
+        found: dict[str, list[Measured]] = {name: [] for name in commands}
+        for _ in range(rounds):
+            for name, command in commands.items():  # interleaved: each round measures every command once
+                found[name].append(measure(command, root))
+        m = {name: _median(runs) for name, runs in found.items()}
+    for name in ("run gates", "gates run", "run plain"):
+        if m[name].code != 0:
+            print(f"warning: {name} exited {m[name].code} at {cases} cases in {files} file(s)")
+    return [
+        ("gates list, ms per case", 1000 * m["gates list"].cpu_s / cases, 0.1, ""),
+        ("collection, gates / plain", m["collect gates"].cpu_s / m["collect plain"].cpu_s, 1.5, "x"),
+        ("run, gates / plain", m["run gates"].cpu_s / m["run plain"].cpu_s, 1.15, "x"),
+        ("gates run / its pytest run", m["gates run"].cpu_s / m["run gates"].cpu_s, 1.1, "x"),
+        ("peak memory, gates / plain", m["run gates"].peak_mib / m["run plain"].peak_mib, 2.0, "x"),
+    ] + [(f"  ({name}: {r.cpu_s:.2f} s CPU, {r.peak_mib:.0f} MiB)", 0.0, 0.0, "info") for name, r in m.items()]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--files", default="1,100")
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    missed = []
+    for cases in (int(x) for x in args.sizes.split(",")):
+        for files in (int(x) for x in args.files.split(",")):
+            if files > cases:
+                continue
+            print(f"== {cases} cases in {files} gate file(s)")
+            for what, value, target, unit in bench(cases, files, args.rounds):
+                if unit == "info":
+                    print(what)
+                    continue
+                ok = value <= target
+                print(f"{what}: {value:.3f}{unit}; target <= {target}{unit} {'met' if ok else 'MISSED'}")
+                if not ok:
+                    missed.append(f"{what} at {cases}/{files}")
+    print("PASS" if not missed else "MISSED: " + "; ".join(missed))
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
