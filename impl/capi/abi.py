@@ -47,11 +47,31 @@ FIELD_SINCE = MappingProxyType({name: since for name, _, since in MEMBERS})
 """The ABI version that appended each member (the header's "[vN]" annotations)."""
 
 
+_C_INT_RANGES = {ctypes.c_int32: ("int32_t", -2**31, 2**31 - 1), ctypes.c_int64: ("int64_t", -2**63, 2**63 - 1)}
+INT_MEMBER_RANGES = MappingProxyType({name: _C_INT_RANGES[ctype] for name, ctype, _ in MEMBERS
+                                      if ctype in _C_INT_RANGES})
+"""Each integer member's C type and the least and greatest value it holds."""
+
+
+def check_member_int(name: str, value: object) -> None:
+    """Refuse an int outside its member's C type: ctypes would silently wrap it (2**32 + 5 reads back as 5)."""
+    ctype, minimum, maximum = INT_MEMBER_RANGES[name]
+    if isinstance(value, int) and not minimum <= value <= maximum:
+        raise OverflowError(f"vllm_model_params.{name} is an {ctype}: {value!r} does not fit (accepted: "
+                            f"{minimum}..{maximum}); ctypes would wrap it, so it is refused")
+
+
 class ModelParams(ctypes.Structure):
     """``vllm_model_params``: members, order and C types exactly as the header.
 
     A string member assigned ``bytes`` keeps that object alive as long as the struct (ctypes holds it
-    in ``_objects``); a struct made with ``from_buffer_copy`` owns no strings.
+    in ``_objects``); a struct made with ``from_buffer_copy`` owns no strings. An integer member
+    assigned a value outside its C type raises OverflowError instead of wrapping (issue 14).
     """
 
     _fields_ = [(name, ctype) for name, ctype, _ in MEMBERS]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in INT_MEMBER_RANGES:
+            check_member_int(name, value)
+        super().__setattr__(name, value)

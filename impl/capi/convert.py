@@ -10,10 +10,14 @@ from typing import Any, Callable, Mapping
 
 from impl.capi.abi import MEMBERS, ModelParams
 from impl.capi.errors import InvalidArgument
-from impl.entrypoints.model_loader import DEFAULT_GPU_MEMORY_UTILIZATION, DefaultUtilization, EngineParams
+from impl.entrypoints.model_loader import (
+    C_INT_MEMBERS,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DefaultUtilization,
+    EngineParams,
+    no_c_spelling,
+)
 
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 MEMBER_NAMES = tuple(name for name, _, _ in MEMBERS)
 
 
@@ -57,13 +61,12 @@ def _positive_or(default: int) -> Callable[[str, int], int]:
     return lambda name, raw: raw if raw > 0 else default
 
 
-def _int32_to_c(minimum: int) -> Callable[[str, int], int]:
-    def write(name: str, value: int) -> int:
-        if not minimum <= value <= INT32_MAX:
-            raise InvalidArgument(f"EngineParams.{name}={value!r} has no int32_t spelling in vllm_model_params "
-                                  f"(accepted: {minimum}..{INT32_MAX})", field=name)
-        return value
-    return write
+def _int_to_c(name: str, value: int) -> int:
+    """An int member written as is inside its C type's accepted range (``C_INT_MEMBERS``); refused, never wrapped."""
+    _, minimum, maximum = C_INT_MEMBERS[name]
+    if not minimum <= value <= maximum:
+        raise no_c_spelling(name, value)
+    return value
 
 
 def _choice_from_c(name: str, raw: int) -> int:
@@ -88,13 +91,6 @@ def _bytes_from_c(name: str, raw: int) -> int:
     return raw
 
 
-def _bytes_to_c(name: str, value: int) -> int:
-    if not 0 <= value <= INT64_MAX:
-        raise InvalidArgument(f"EngineParams.{name}={value!r} has no int64_t spelling (accepted: 0..{INT64_MAX})",
-                              field=name)
-    return value
-
-
 def _same(name: str, value: Any) -> Any:
     return value
 
@@ -104,21 +100,21 @@ _CHOICE = (_choice_from_c, _same)
 _KINDS: dict[str, tuple[Callable[[str, Any], Any], Callable[[str, Any], Any]]] = {
     "model_path": _STRING,
     "tokenizer_config_path": _STRING,
-    "block_size": (_positive_or(32), _int32_to_c(1)),
-    "num_blocks": (_positive_or(0), _int32_to_c(0)),
-    "max_model_len": (_positive_or(0), _int32_to_c(0)),
-    "max_num_seqs": (_positive_or(32), _int32_to_c(1)),
+    "block_size": (_positive_or(32), _int_to_c),
+    "num_blocks": (_positive_or(0), _int_to_c),
+    "max_model_len": (_positive_or(0), _int_to_c),
+    "max_num_seqs": (_positive_or(32), _int_to_c),
     "tool_parser": _STRING,
     "reasoning_parser": _STRING,
     "speculative_config": _STRING,
     "enable_prefix_caching": _CHOICE,
-    "max_num_batched_tokens": (_positive_or(0), _int32_to_c(0)),
+    "max_num_batched_tokens": (_positive_or(0), _int_to_c),
     "scheduling_policy": _STRING,
     "kv_transfer_config": _STRING,
     "enable_jump_forward": _CHOICE,
     "device": _CHOICE,
     "gpu_memory_utilization": (_utilization_from_c, _utilization_to_c),
-    "kv_cache_memory_bytes": (_bytes_from_c, _bytes_to_c),
+    "kv_cache_memory_bytes": (_bytes_from_c, _int_to_c),
 }
 MAPPINGS: tuple[MemberMapping, ...] = tuple(MemberMapping(name, *_KINDS[name]) for name in MEMBER_NAMES)
 """One mapping per member, in struct order (the order in which members are checked)."""

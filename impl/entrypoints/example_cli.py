@@ -13,7 +13,7 @@ from typing import Any, NoReturn, Sequence
 from impl.capi import ModelParams, engine_params_from_c, model_params_default
 from impl.capi.abi import MEMBERS
 from impl.capi.convert import member_to_c
-from impl.entrypoints.cli_args import add_sizing_arguments, engine_params_from_args
+from impl.entrypoints.cli_args import add_sizing_arguments, engine_params_from_args, run_console
 from impl.entrypoints.model_loader import EngineParams
 
 
@@ -65,7 +65,7 @@ def _report(params: ModelParams, engine: EngineParams) -> dict[str, Any]:
             "gpu_memory_utilization_is_explicit": engine.gpu_memory_utilization_is_explicit}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _run(argv: Sequence[str] | None) -> int:
     """Print, as JSON, the struct the flags fill and the EngineParams the engine reads; 2 on a bad flag."""
     try:
         params = model_params_from_args(build_parser().parse_args(sys.argv[1:] if argv is None else list(argv)))
@@ -74,7 +74,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"example-cli: error: {err}", file=sys.stderr)
         return 2
     print(json.dumps(_report(params, engine), indent=2))
+    sys.stdout.flush()
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """:func:`_run` as a console script: quiet on a closed pipe, one line on Ctrl-C (issue 14)."""
+    return run_console("example-cli", lambda: _run(argv))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
 """``kv-plan``: how a model's KV pool would be sized, worded like vLLM's startup log (MEM-1.11, MEM-2.12).
 
-Mirrors the "GPU KV cache size" / "Maximum concurrency" lines of vllm/v1/core/kv_cache_utils.py.
+Mirrors the "GPU KV cache size" / "Maximum concurrency" lines of vllm/v1/core/kv_cache_utils.py, and vLLM's
+refusal of a ``--max-model-len`` above the model's (``_get_and_verify_max_len``, vllm/config/model.py).
+As a user meets it (issue 14): no torch on its path (specs are built from ``PlainDType``), so it answers in
+well under half a second; a bad flag or config is one line naming the flag, or the file and field, with
+exit status 2; a reader that closes the pipe ends it quietly; Ctrl-C is one line, exit status 130.
 """
 from __future__ import annotations
 
@@ -8,9 +12,31 @@ import argparse
 import json
 import sys
 import warnings
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from impl.entrypoints.cli_args import add_sizing_arguments, engine_params_from_args, int_arg
+from impl.entrypoints.cli_args import (
+    FlagError,
+    add_sizing_arguments,
+    checked_engine_params,
+    int_arg,
+    member_int_arg,
+    reworded,
+    run_console,
+)
+from impl.entrypoints.config_file import MAX_LENGTH_KEYS, ConfigError, check_config_fields
+from impl.entrypoints.model_geometry import (
+    KV_CACHE_DTYPES,
+    MODEL_DTYPE_NAMES,
+    ProbeRequest,
+    derived_max_model_len,
+    load_model_config,
+    probe_kv_cache_config,
+)
+from impl.entrypoints.model_loader import C_INT_MEMBERS, EngineParams, resolve_kv_pool
+from impl.v1.dtypes import PLAIN_DTYPES, PlainDType
+from impl.v1.kv_cache_interface import AttentionSpec, KVCacheConfig, cdiv, kv_bytes_per_block
+
+EXIT_USAGE = 2
 
 _DECIDED_BY = {
     "num_blocks": "--num-blocks (override)",
@@ -21,47 +47,94 @@ _DECIDED_BY = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """kv-plan's flags: the model config, ranks, dtypes, --json and the shared sizing flags."""
     parser = argparse.ArgumentParser(prog="kv-plan", description="Plan the KV-cache pool of a model on one rank.")
     parser.add_argument("--model-config", required=True, metavar="PATH", help="the model's config.json")
     parser.add_argument("--tensor-parallel-size", type=int_arg, default=1, metavar="N", help="ranks (default: 1)")
-    parser.add_argument("--dtype", default="auto", choices=("auto", "float16", "bfloat16", "float32"),
+    parser.add_argument("--dtype", default="auto", choices=("auto", *MODEL_DTYPE_NAMES),
                         help="model dtype (default: the config's torch_dtype)")
-    parser.add_argument("--kv-cache-dtype", default="auto", metavar="DTYPE",
-                        help="KV storage: auto, fp8, fp8_e4m3, fp8_e5m2, fp8_ds_mla, int8_per_token_head, "
-                             "fp8_per_token_head, nvfp4, or a model dtype (default: auto)")
-    parser.add_argument("--max-num-batched-tokens", type=int_arg, default=0, metavar="T",
-                        help="tokens per step, for sliding-window usage (default: max model length)")
+    parser.add_argument("--kv-cache-dtype", default="auto", choices=KV_CACHE_DTYPES, metavar="DTYPE",
+                        help=f"KV storage: {', '.join(KV_CACHE_DTYPES)} (default: auto, the model dtype)")
+    parser.add_argument("--max-num-batched-tokens", type=member_int_arg("max_num_batched_tokens"), default=0,
+                        metavar="T", help="tokens per step, for sliding-window usage (default: max model length)")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     add_sizing_arguments(parser)
     return parser
 
 
-def plan(args: argparse.Namespace) -> dict[str, Any]:
-    """Resolve the pool for parsed flags; raises ValueError on a bad config or knob."""
-    from impl.entrypoints.model_geometry import (
-        MODEL_DTYPES,
-        ProbeRequest,
-        load_model_config,
-        model_dtype,
-        probe_kv_cache_config,
-    )
-    from impl.entrypoints.model_loader import resolve_kv_pool
-    from impl.v1.kv_cache_interface import AttentionSpec, cdiv, kv_bytes_per_block
+def _model_dtype(flag: str, cfg: Mapping[str, Any], path: str) -> PlainDType:
+    """``--dtype``, or for ``auto`` the config's ``torch_dtype`` (or ``dtype``); refusals mention ``--dtype``."""
+    if flag != "auto":
+        return PLAIN_DTYPES[flag]
+    key = "torch_dtype" if cfg.get("torch_dtype") is not None else "dtype"
+    name, choices = cfg.get(key), "|".join(MODEL_DTYPE_NAMES)
+    if name is None:
+        raise ConfigError(f"{path} has no 'torch_dtype' (or 'dtype') field naming the model's dtype; "
+                          f"give it with --dtype {choices}")
+    if name not in MODEL_DTYPE_NAMES:
+        raise ConfigError(f"{path}: {key!r} must be one of {list(MODEL_DTYPE_NAMES)}, got {name!r}; "
+                          f"or give the model's dtype with --dtype {choices}")
+    return PLAIN_DTYPES[name]
 
-    params = engine_params_from_args(args)
-    cfg = load_model_config(args.model_config)
-    request = ProbeRequest(tensor_parallel_size=args.tensor_parallel_size,
-                           dtype=None if args.dtype == "auto" else MODEL_DTYPES[args.dtype],
+
+def _probe(cfg: Mapping[str, Any], request: ProbeRequest, path: str) -> KVCacheConfig:
+    """The model's KV layout on one rank; a geometry the config cannot give is refused naming the file."""
+    try:
+        return probe_kv_cache_config(cfg, request)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
+def _max_model_len(requested: int, cfg: Mapping[str, Any], path: str) -> int:
+    """``--max-model-len``, or the model's own limit when 0; a length above the model's is refused, as vLLM does."""
+    derived = derived_max_model_len(cfg)
+    if derived is None:
+        if requested:
+            return requested
+        raise ConfigError(f"{path} has none of {', '.join(MAX_LENGTH_KEYS)}, which give the model's longest "
+                          "sequence; give --max-model-len")
+    key, limit = derived
+    if not requested:
+        if int(limit) < 1:
+            raise ConfigError(f"{path}: the model's longest sequence comes to {limit} tokens ({key}, rope_scaling); "
+                              "give --max-model-len")
+        return int(limit)
+    model_max_length = cfg.get("model_max_length")
+    if requested > limit and not (model_max_length is not None and requested <= model_max_length):
+        raise FlagError(f"--max-model-len {requested} is greater than the derived max_model_len ({key}={limit} or "
+                        f"model_max_length={model_max_length} in {path}), which vLLM refuses; give at most "
+                        f"{int(limit)}, or 0 for the model's own length")
+    return requested
+
+
+def _checked_block_count(num_blocks: int, params: EngineParams, bytes_per_block: int) -> int:
+    """A resolved block count that fits the int32_t ``num_blocks`` an engine is given (a budget can overshoot it)."""
+    _, _, maximum = C_INT_MEMBERS["num_blocks"]
+    if num_blocks > maximum:
+        raise FlagError(f"--kv-cache-memory {params.kv_cache_memory_bytes} bytes makes {num_blocks} KV blocks of "
+                        f"{bytes_per_block} bytes, more than the {maximum} an engine counts (vllm_model_params."
+                        "num_blocks is an int32_t); give a smaller budget or --num-blocks")
+    return num_blocks
+
+
+def plan(args: argparse.Namespace) -> dict[str, Any]:
+    """Resolve the pool for parsed flags; raises ValueError (FlagError, ConfigError) on a bad config or knob."""
+    params = checked_engine_params(args)
+    path = str(args.model_config)
+    cfg = load_model_config(path)
+    check_config_fields(cfg, path)
+    reworded("--tensor-parallel-size", "ProbeRequest.tensor_parallel_size",
+             lambda: ProbeRequest(tensor_parallel_size=args.tensor_parallel_size))
+    request = ProbeRequest(tensor_parallel_size=args.tensor_parallel_size, dtype=_model_dtype(args.dtype, cfg, path),
                            kv_cache_dtype=args.kv_cache_dtype, block_size=params.block_size)
-    probe = probe_kv_cache_config(cfg, request)
-    max_len = params.max_model_len or cfg.get("max_position_embeddings")
-    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
-        raise ValueError(f"--max-model-len is 0 and the config has no usable max_position_embeddings ({max_len!r})")
+    probe = _probe(cfg, request, path)
+    max_len = _max_model_len(params.max_model_len, cfg, path)
     batched = args.max_num_batched_tokens or None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sizing = resolve_kv_pool(params, probe)
     bpb = kv_bytes_per_block(probe)
+    num_blocks = _checked_block_count(sizing.num_blocks, params, bpb)
     groups, request_bytes = [], 0
     for index, group in enumerate(probe.kv_cache_groups):
         spec, layers = group.kv_cache_spec, len(group.layer_names)
@@ -74,20 +147,20 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
                        "state_bytes_per_sequence": 0 if per_block else spec.page_size_bytes * layers})
     blocks_per_request = cdiv(request_bytes, bpb) if bpb else 0
     return {
-        "model_config": str(args.model_config),
+        "model_config": path,
         "architecture": (cfg.get("architectures") or [cfg.get("model_type")])[0],
         "tensor_parallel_size": request.tensor_parallel_size,
-        "dtype": str(request.dtype if request.dtype is not None else model_dtype(cfg)).removeprefix("torch."),
+        "dtype": str(request.dtype),
         "kv_cache_dtype": request.kv_cache_dtype,
         "block_size": params.block_size,
         "groups": groups,
         "bytes_per_block": bpb,
-        "num_blocks": sizing.num_blocks,
+        "num_blocks": num_blocks,
         "decided_by": sizing.decided_by,
         "kv_cache_memory_bytes": params.kv_cache_memory_bytes,
-        "kv_cache_tokens": sizing.num_blocks * params.block_size,
+        "kv_cache_tokens": num_blocks * params.block_size,
         "max_model_len": max_len,
-        "max_concurrency": sizing.num_blocks / blocks_per_request if blocks_per_request else None,
+        "max_concurrency": num_blocks / blocks_per_request if blocks_per_request else None,
         "warnings": [str(w.message) for w in caught],
     }
 
@@ -118,18 +191,25 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _run(argv: Sequence[str] | None) -> int:
+    """Parse, plan and print; a refused flag or config is one line on stderr and exit status 2."""
+    args = build_parser().parse_args(argv)
     try:
         result = plan(args)
-    except (ValueError, TypeError, OSError) as err:
+    except ValueError as err:
         print(f"kv-plan: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     for message in result["warnings"]:
         print(f"WARNING: {message}", file=sys.stderr)
-    print(json.dumps(result, indent=2) if args.json else render(result))
+    sys.stdout.write((json.dumps(result, indent=2) if args.json else render(result)) + "\n")
+    sys.stdout.flush()
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """kv-plan: 0 with a plan; 2 on a bad flag or config; 0 and nothing more when the reader closes the pipe
+    (``kv-plan ... | head -3``); one line and 130 on Ctrl-C (issue 14: never a traceback)."""
+    return run_console("kv-plan", lambda: _run(argv))
 
 
 if __name__ == "__main__":

@@ -6,13 +6,12 @@ vllm/model_executor/layers/mamba/mamba_utils.py (gated delta-net state shapes).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import torch
-
+from impl.entrypoints.config_file import MAX_LENGTH_KEYS, read_config_json
+from impl.v1.dtypes import DType, dtype_like, dtype_name
 from impl.v1.field_checks import check_int
 from impl.v1.kv_cache_interface import (
     FP8_DS_MLA,
@@ -28,19 +27,27 @@ from impl.v1.kv_cache_interface import (
     kv_quant_mode_for,
 )
 
-MODEL_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+if TYPE_CHECKING:  # torch-free at import: kv-plan passes PlainDType (impl/v1/dtypes.py), gates pass torch dtypes
+    import torch
+
+MODEL_DTYPE_NAMES = ("float16", "bfloat16", "float32")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2", FP8_DS_MLA,
                    "int8_per_token_head", "fp8_per_token_head", "nvfp4")
-_ONE_BYTE_KV = {"int8_per_token_head": torch.int8}
+_ONE_BYTE_KV = {"int8_per_token_head": "int8"}
 LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
 
 
-def load_model_config(path: str | Path) -> dict[str, Any]:
-    """Read a ``config.json``; a multimodal config's ``text_config`` is returned (top-level dtype kept)."""
-    with open(path, encoding="utf-8") as fh:
-        raw = json.load(fh)
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(raw).__name__}")
+def __getattr__(name: str) -> Any:
+    """``MODEL_DTYPES`` (name -> torch.dtype) is made on first use, so that importing this module needs no torch."""
+    if name == "MODEL_DTYPES":
+        import torch
+
+        return {dtype: getattr(torch, dtype) for dtype in MODEL_DTYPE_NAMES}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def text_model_config(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A multimodal config's ``text_config`` (the top-level dtype kept), else the config itself."""
     text = raw.get("text_config")
     if isinstance(text, dict):
         merged = dict(text)
@@ -48,7 +55,13 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
             if key not in merged and key in raw:
                 merged[key] = raw[key]
         return merged
-    return raw
+    return dict(raw)
+
+
+def load_model_config(path: str | Path) -> dict[str, Any]:
+    """Read a ``config.json`` with limits (impl/entrypoints/config_file.py); a multimodal config's ``text_config``
+    is returned (top-level dtype kept)."""
+    return text_model_config(read_config_json(path))
 
 
 def _field(cfg: Mapping[str, Any], name: str, *, minimum: int = 1) -> int:
@@ -120,43 +133,76 @@ def layer_types(cfg: Mapping[str, Any]) -> tuple[str, ...]:
     return ("sliding_attention",) * n
 
 
-def model_dtype(cfg: Mapping[str, Any]) -> torch.dtype:
-    """The checkpoint dtype named by ``torch_dtype`` (or the newer ``dtype``)."""
+def model_dtype_name(cfg: Mapping[str, Any]) -> str:
+    """The checkpoint dtype's name, from ``torch_dtype`` (or the newer ``dtype``)."""
     name = cfg.get("torch_dtype", cfg.get("dtype"))
-    if name not in MODEL_DTYPES:
-        raise ValueError(f"config.json torch_dtype must be one of {list(MODEL_DTYPES)}, got {name!r}")
-    return MODEL_DTYPES[name]
+    if name not in MODEL_DTYPE_NAMES:
+        raise ValueError(f"config.json torch_dtype must be one of {list(MODEL_DTYPE_NAMES)}, got {name!r}")
+    return name
+
+
+def model_dtype(cfg: Mapping[str, Any]) -> torch.dtype:
+    """The checkpoint dtype named by ``torch_dtype`` (or the newer ``dtype``), as a ``torch.dtype``."""
+    return dtype_like(model_dtype_name(cfg), None)
+
+
+def derived_max_model_len(cfg: Mapping[str, Any]) -> tuple[str, float] | None:
+    """vLLM's longest sequence for a config: the least of its length keys, model_max_length first, scaled by RoPE.
+
+    Mirrors ``_get_and_verify_max_len`` (vllm/config/model.py): a ``rope_scaling`` whose type is not su,
+    longrope or llama3 multiplies the length by its factor (yarn: from original_max_position_embeddings);
+    Gemma-3 lengths are already scaled. None when the config has none of ``MAX_LENGTH_KEYS``.
+    """
+    found = [(key, cfg[key]) for key in MAX_LENGTH_KEYS if cfg.get(key) is not None]
+    if not found:
+        return None
+    key, length = min(found, key=lambda pair: pair[1])  # the first key with the least length, as vLLM
+    if cfg.get("model_max_length"):
+        length, key = cfg["model_max_length"], "model_max_length"
+    rope = cfg.get("rope_scaling")
+    if isinstance(rope, Mapping) and "gemma3" not in str(cfg.get("model_type", "")):
+        kind = rope.get("rope_type", rope.get("type"))
+        if kind not in ("su", "longrope", "llama3"):
+            if kind == "yarn":
+                length = rope["original_max_position_embeddings"]
+            length *= rope.get("factor", 1.0)
+    return key, length
 
 
 @dataclass(frozen=True)
 class ProbeRequest:
-    """What a probe is built for: ranks, dtypes and block size."""
+    """What a probe is built for: ranks, dtypes and block size.
+
+    ``dtype`` None takes the config's; a ``PlainDType`` makes every spec dtype a ``PlainDType`` (kv-plan's
+    torch-free path), a ``torch.dtype`` or None makes them torch dtypes.
+    """
 
     tensor_parallel_size: int = 1
-    dtype: torch.dtype | None = None
+    dtype: DType | None = None
     kv_cache_dtype: str = "auto"
     block_size: int = 32
 
     def __post_init__(self) -> None:
         check_int("ProbeRequest", "tensor_parallel_size", self.tensor_parallel_size, minimum=1)
         check_int("ProbeRequest", "block_size", self.block_size, minimum=1)
-        if self.dtype is not None and self.dtype not in MODEL_DTYPES.values():
-            raise ValueError(f"ProbeRequest.dtype must be one of {list(MODEL_DTYPES)} or None, got {self.dtype}")
+        if self.dtype is not None and dtype_name(self.dtype) not in MODEL_DTYPE_NAMES:
+            raise ValueError(f"ProbeRequest.dtype must be one of {list(MODEL_DTYPE_NAMES)} or None, got {self.dtype}")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
             raise ValueError(f"ProbeRequest.kv_cache_dtype must be one of {list(KV_CACHE_DTYPES)}, "
                              f"got {self.kv_cache_dtype!r}")
 
 
-def _kv_storage(request: ProbeRequest, model: torch.dtype) -> tuple[torch.dtype, KVQuantMode]:
+def _kv_storage(request: ProbeRequest, model: DType) -> tuple[DType, KVQuantMode]:
+    """The KV cache's element dtype (of the model dtype's kind) and quantization mode."""
     name = request.kv_cache_dtype
     if name == "auto":
         return model, KVQuantMode.NONE
-    if name in MODEL_DTYPES:
-        return MODEL_DTYPES[name], KVQuantMode.NONE
-    return _ONE_BYTE_KV.get(name, torch.uint8), kv_quant_mode_for(name)
+    if name in MODEL_DTYPE_NAMES:
+        return dtype_like(name, model), KVQuantMode.NONE
+    return dtype_like(_ONE_BYTE_KV.get(name, "uint8"), model), kv_quant_mode_for(name)
 
 
-def _attention_spec(cfg: Mapping[str, Any], kind: str, request: ProbeRequest, model: torch.dtype) -> AttentionSpec:
+def _attention_spec(cfg: Mapping[str, Any], kind: str, request: ProbeRequest, model: DType) -> AttentionSpec:
     kv_dtype, mode = _kv_storage(request, model)
     common = dict(block_size=request.block_size, num_kv_heads=kv_heads_per_rank(cfg, request.tensor_parallel_size),
                   head_size=head_size(cfg), dtype=kv_dtype, kv_quant_mode=mode)
@@ -174,7 +220,7 @@ def _attention_spec(cfg: Mapping[str, Any], kind: str, request: ProbeRequest, mo
     return FullAttentionSpec(**common)
 
 
-def _gdn_spec(cfg: Mapping[str, Any], request: ProbeRequest, model: torch.dtype) -> MambaSpec:
+def _gdn_spec(cfg: Mapping[str, Any], request: ProbeRequest, model: DType) -> MambaSpec:
     """Gated delta-net state of one rank: a causal-conv window and a per-head K x V recurrent state."""
     tp = request.tensor_parallel_size
     k_heads, v_heads = _field(cfg, "linear_num_key_heads"), _field(cfg, "linear_num_value_heads")

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from impl.v1.field_checks import check_choice, check_fraction, check_int, check_optional_str
 
 if TYPE_CHECKING:  # torch-free at import, so CLI --help stays fast; the KV module is loaded on first use
+    from impl.capi.errors import InvalidArgument
     from impl.v1.kv_cache_interface import KVCacheConfig
 
 FALLBACK_NUM_BLOCKS = 256
@@ -49,6 +51,33 @@ class UtilizationNotAppliedWarning(UserWarning):
 _TRI_STATES = (0, 1, 2)
 _DEVICES = (0, 1, 2)
 
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+C_INT_MEMBERS = MappingProxyType({
+    "block_size": ("int32_t", 1, INT32_MAX), "num_blocks": ("int32_t", 0, INT32_MAX),
+    "max_model_len": ("int32_t", 0, INT32_MAX), "max_num_batched_tokens": ("int32_t", 0, INT32_MAX),
+    "kv_cache_memory_bytes": ("int64_t", 0, INT64_MAX), "max_num_seqs": ("int32_t", 1, INT32_MAX),
+})
+"""Integer fields that cross the C ABI: (C type of the vllm_model_params member, least value, greatest value),
+in the order ``EngineParams`` checks them."""
+
+
+def no_c_spelling(name: str, value: int) -> InvalidArgument:
+    """The refusal of an integer field outside its C member's range (issue 14: no silent wrap at the ABI)."""
+    from impl.capi.errors import InvalidArgument  # lazily: impl.capi imports this module
+
+    ctype, minimum, maximum = C_INT_MEMBERS[name]
+    return InvalidArgument(f"EngineParams.{name}={value!r} has no {ctype} spelling in vllm_model_params "
+                           f"(accepted: {minimum}..{maximum})", field=name)
+
+
+def _check_tri_state(owner: str, name: str, value: Any, choices: tuple[int, ...]) -> None:
+    """An int member with a few meanings: an int (``2.0`` is refused, not compared equal to 2) among ``choices``."""
+    if not isinstance(value, int):
+        raise TypeError(f"{owner}.{name} must be one of {list(choices)} (an int), got {value!r} "
+                        f"({type(value).__name__})")
+    check_choice(owner, name, value, choices)
+
 
 @dataclass(frozen=True)
 class EngineParams:
@@ -83,13 +112,13 @@ class EngineParams:
         for name in ("model_path", "tokenizer_config_path", "tool_parser", "reasoning_parser",
                      "speculative_config", "scheduling_policy", "kv_transfer_config"):
             check_optional_str(owner, name, getattr(self, name))
-        check_int(owner, "block_size", self.block_size, minimum=1)
-        for name in ("num_blocks", "max_model_len", "max_num_batched_tokens", "kv_cache_memory_bytes"):
-            check_int(owner, name, getattr(self, name), minimum=0)
-        check_int(owner, "max_num_seqs", self.max_num_seqs, minimum=1)
-        check_choice(owner, "enable_prefix_caching", self.enable_prefix_caching, _TRI_STATES)
-        check_choice(owner, "enable_jump_forward", self.enable_jump_forward, _TRI_STATES)
-        check_choice(owner, "device", self.device, _DEVICES)
+        for name, (_, minimum, maximum) in C_INT_MEMBERS.items():
+            value = check_int(owner, name, getattr(self, name), minimum=minimum)
+            if value > maximum:
+                raise no_c_spelling(name, value)
+        _check_tri_state(owner, "enable_prefix_caching", self.enable_prefix_caching, _TRI_STATES)
+        _check_tri_state(owner, "enable_jump_forward", self.enable_jump_forward, _TRI_STATES)
+        _check_tri_state(owner, "device", self.device, _DEVICES)
         utilization = check_fraction(owner, "gpu_memory_utilization", self.gpu_memory_utilization)
         if not isinstance(self.gpu_memory_utilization, DefaultUtilization):
             object.__setattr__(self, "gpu_memory_utilization", utilization)

@@ -8,10 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 from math import prod
+from typing import TYPE_CHECKING
 
-import torch
-
+from impl.v1.dtypes import DType, PlainDType, is_dtype
 from impl.v1.field_checks import check_choice, check_int, check_optional_int, check_optional_str
+
+if TYPE_CHECKING:  # torch-free at import: kv-plan builds specs from PlainDType (impl/v1/dtypes.py)
+    import torch
 
 FP8_DS_MLA = "fp8_ds_mla"
 """MLA cache dtype of DeepSeek's sparse FlashMLA: a fixed 656-byte entry per token."""
@@ -19,10 +22,22 @@ FP8_DS_MLA_BYTES_PER_TOKEN = 656
 FP8_DS_MLA_HEAD_SIZE = 576
 MAMBA_CACHE_MODES = ("none", "all", "align")
 
+FLOAT32_BYTES = 4
+"""Bytes of one fp32 scale (``torch.float32.itemsize``)."""
 
-def check_dtype(owner: str, name: str, value: object) -> torch.dtype:
-    """Return ``value`` if it is a ``torch.dtype``; raise naming the field otherwise."""
-    if not isinstance(value, torch.dtype):
+
+def __getattr__(name: str) -> object:
+    """``kv_cache_interface.torch`` (this module imported torch before issue 14) is imported on first use."""
+    if name == "torch":
+        import torch
+
+        return torch
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def check_dtype(owner: str, name: str, value: object) -> DType:
+    """Return ``value`` if it is a ``torch.dtype`` (or its torch-free stand-in ``PlainDType``); raise otherwise."""
+    if not is_dtype(value):
         raise TypeError(f"{owner}.{name} must be a torch.dtype, got {value!r} ({type(value).__name__})")
     return value
 
@@ -109,7 +124,7 @@ class AttentionSpec(KVCacheSpec):
 
     num_kv_heads: int
     head_size: int
-    dtype: torch.dtype
+    dtype: torch.dtype | PlainDType
     kv_quant_mode: KVQuantMode = KVQuantMode.NONE
     page_size_padded: int | None = None
 
@@ -147,7 +162,7 @@ class AttentionSpec(KVCacheSpec):
         """fp32 K and V scales per token and head, for the per-token-head quantization modes."""
         if not self.kv_quant_mode.is_per_token_head:
             return 0
-        return 2 * self.block_size * self.num_kv_heads * torch.float32.itemsize
+        return 2 * self.block_size * self.num_kv_heads * FLOAT32_BYTES
 
     @property
     def unpadded_page_size_bytes(self) -> int:
@@ -285,7 +300,7 @@ class MambaSpec(KVCacheSpec):
     """Recurrent state of a Mamba / gated-delta-net layer: fixed-size tensors per sequence slot."""
 
     shapes: tuple[tuple[int, ...], ...]
-    dtypes: tuple[torch.dtype, ...]
+    dtypes: tuple[torch.dtype | PlainDType, ...]
     page_size_padded: int | None = None
     mamba_type: str = "mamba2"
     mamba_cache_mode: str = "none"
