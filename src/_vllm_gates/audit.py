@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.items import ItemKind
+from _vllm_gates.reports import display_width, fixed_width, one_line
 from _vllm_gates.verdicts import ItemResult
 
 
@@ -57,10 +58,13 @@ def audit_exit_code(lines: list[AuditLine]) -> ExitCode:
     return ExitCode.OK
 
 
+STAND_IN_WIDTH = 60  # terminal columns of the stand-in cell; a longer state is cut there and shown whole under the table
+
+
 def audit_table(lines: list[AuditLine]) -> str:
-    """Fixed-width columns sized to their longest cell, so no cell runs into the next."""
+    """Fixed-width columns sized to their longest cell (in terminal columns), so no cell runs into the next; a
+    stand-in state longer than STAND_IN_WIDTH is cut with "…" in its cell and given whole under the table."""
     body = [(line.row, line.gate, line.state, f"{line.rejected}/{line.known_bad} rejected") for line in lines]
-    header = ("row", "gate", "stand-in", "known-bad")
-    widths = [max(len(header[i]), *(len(r[i]) for r in body)) if body else len(header[i]) for i in range(4)]
-    render = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([render(header), *(render(r) for r in body)])
+    out = fixed_width(("row", "gate", "stand-in", "known-bad"), body, {2: STAND_IN_WIDTH})
+    cut = [f"{line.row}::{line.gate}: {one_line(line.state)}" for line in lines if display_width(one_line(line.state)) > STAND_IN_WIDTH]
+    return "\n".join(out + ([""] + cut if cut else []))

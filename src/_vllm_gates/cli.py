@@ -3,17 +3,23 @@
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
-import os
 import sys
-from pathlib import Path
-from typing import Iterator
 
-from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_root, load_config
-from _vllm_gates.errors import DefinitionError
-from _vllm_gates.exitcodes import ExitCode
-from _vllm_gates.project import Project, load_project, unknown_row
+try:  # Ctrl-C while the command is still starting: one line, as main() says it later, not a traceback
+    import argparse
+    import contextlib
+    import io
+    import os
+    from pathlib import Path
+    from typing import Iterator
+
+    from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_root, load_config
+    from _vllm_gates.errors import DefinitionError
+    from _vllm_gates.exitcodes import ExitCode
+    from _vllm_gates.project import Project, load_project, unknown_row
+except KeyboardInterrupt:
+    sys.stderr.write("gates: interrupted (SIGINT) while starting\n")
+    raise SystemExit(130) from None
 
 MARKER_CHOICES_HELP = "a marker of the project ([tool.vllm-gates] markers), or all"
 EPILOG = ("claims: DONE needs every gate PASS, in this run or on evidence (gates verdict, --evidence); PARTIAL lets "
@@ -22,7 +28,8 @@ EPILOG = ("claims: DONE needs every gate PASS, in this run or on evidence (gates
           "unless evidence covers it. "
           "exit codes: 0 every row meets its claimed state; 1 a claim is not met; 2 usage error; "
           "3 a definition or harness error; 5 nothing ran; 6 claims unproven (nothing failed, but a claim rests on gates "
-          "not executed here and not covered by evidence); 130 interrupted")
+          "not executed here and not covered by evidence); 7 nothing could run here (every selected item was skipped "
+          "because this machine lacks what its marker requires, e.g. CUDA for gpu); 130 interrupted")
 
 
 class UsageError(Exception):
@@ -187,19 +194,55 @@ def cmd_audit(args: argparse.Namespace, project: Project) -> int:
     return _pytest(project.config, ["--gates-audit", *_marker_args(args.marker), *_row_args(rows)])
 
 
+def _broken_specs(project: Project) -> tuple[dict[str, str], list[str]]:
+    """The spec each broken row's gate file names ({spec path: row}), read from the file's `spec:` line as far as it
+    can be read; and the broken rows whose spec could not be told."""
+    from _vllm_gates.yamlsource import read_definition_text
+
+    found: dict[str, str] = {}
+    unknown = []
+    for row, (path, _) in project.broken.items():
+        shown = path.relative_to(project.config.root).as_posix() if path.is_relative_to(project.config.root) else str(path)
+        try:
+            text = read_definition_text(path, shown, "gate file")
+        except DefinitionError:
+            text = ""
+        spec = next((line[5:].split(" #")[0].strip().strip("'\"") for line in text.splitlines() if line.startswith("spec:")), "")
+        if spec:
+            found[Path(spec).as_posix()] = row
+        else:
+            unknown.append(row)
+    return found, unknown
+
+
 def cmd_coverage(args: argparse.Namespace, project: Project) -> int:
+    """Requirements declared in the spec files that no gate covers. A row whose gate file does not load is reported
+    once, as broken: the requirements of its spec are neither covered nor uncovered (nothing is known of its gates)."""
     from _vllm_gates.specdoc import requirements_in
 
     covered = {req for gf in project.gate_files for g in gf.gates for req in g.covers}
-    missing = []
+    broken_specs, unknown = _broken_specs(project)
+    missing, uncounted = [], {}
     for spec in project.config.spec_files():
         shown = spec.relative_to(project.config.root).as_posix()
         for requirement in requirements_in(spec, shown):
-            if requirement.id not in covered:
+            if requirement.id in covered:
+                continue
+            if shown in broken_specs:
+                uncounted.setdefault(broken_specs[shown], []).append(requirement)
+            else:
                 missing.append(requirement)
     for requirement in missing:
         print(f"{requirement.path}:{requirement.line}: {requirement.id} has no covering gate: {requirement.text[:80]}")
-    print(f"{len(missing)} requirement(s) without a gate; {len(covered)} covered")
+    summary = f"{len(missing)} requirement(s) without a gate; {len(covered)} covered"
+    for row in project.broken:
+        summary += f"; row {row} is broken: its gate file does not load (the definition error is on stderr)"
+        if row in uncounted:
+            summary += (f", so the {len(uncounted[row])} requirement(s) of {uncounted[row][0].path} that no loaded gate "
+                        "covers are not counted")
+        elif row in unknown:
+            summary += ", and its spec could not be told: its requirements may be listed above"
+    print(summary)
     _print_broken(project)
     if project.broken:
         return ExitCode.ERROR
@@ -280,7 +323,85 @@ COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "audit": c
             "check-independence": cmd_check_independence}
 
 
+class _QuietPipe(io.RawIOBase):
+    """Writes to a file descriptor; once its reader has gone (EPIPE: `gates list | head -1`), the descriptor is
+    pointed at os.devnull and every write, that one included, succeeds unseen. The command runs on to its own exit
+    status (a gate run writes its reports), with no BrokenPipeError and no "Exception ignored" at exit."""
+
+    def __init__(self, fd: int):
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        """Write all of ``data`` (or drop it once the reader is gone); return its length."""
+        view = memoryview(data).cast("B")
+        total = len(view)
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+        except BrokenPipeError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, self._fd)
+            finally:
+                os.close(null)
+        return total
+
+
+@contextlib.contextmanager
+def _quiet_pipes() -> Iterator[None]:
+    """sys.stdout and sys.stderr through _QuietPipe while a command runs, where they are the process's own streams
+    (not a test's or an embedding program's replacement); put back, flushed, afterwards."""
+    saved = {}
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None or stream is not getattr(sys, f"__{name}__") or not isinstance(stream, io.TextIOWrapper):
+            continue
+        try:
+            fd = stream.fileno()
+            stream.flush()
+        except (OSError, ValueError):
+            continue
+        saved[name] = stream
+        raw = _QuietPipe(fd)
+        if isinstance(stream.buffer, io.BufferedWriter):  # buffered as before: by line on a terminal, else by block
+            replacement = io.TextIOWrapper(io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors,
+                                           line_buffering=stream.line_buffering, write_through=stream.write_through)
+        else:  # unbuffered (python -u, PYTHONUNBUFFERED): every write goes straight through, as before
+            replacement = io.TextIOWrapper(raw, encoding=stream.encoding, errors=stream.errors, write_through=True)  # type: ignore[arg-type]
+        setattr(sys, name, replacement)
+    try:
+        yield
+    finally:
+        for name, stream in saved.items():
+            replacement = getattr(sys, name)
+            with contextlib.suppress(OSError, ValueError):
+                replacement.flush()
+            setattr(sys, name, stream)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one `gates` command and return its exit status. A closed pipe is not an error (the command finishes and
+    its status stands); Ctrl-C outside a gate run is one line on stderr and exit 130 (in `gates run` and `gates
+    audit`, pytest handles it: the reports say `interrupted`)."""
+    with _quiet_pipes():
+        try:
+            return _main(argv)
+        except KeyboardInterrupt:
+            print("gates: interrupted (SIGINT): stopped before it finished", file=sys.stderr)
+            return ExitCode.INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
         config = _project_config(args.root)
@@ -294,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"gates: error: {error}", file=sys.stderr)
         return ExitCode.USAGE
-    except BrokenPipeError:  # `gates list | head`: the reader left; not an error of ours
+    except BrokenPipeError:  # streams _quiet_pipes could not take over (`gates list | head`): the reader left
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.OK
 

@@ -10,6 +10,22 @@ from _vllm_gates.yamlsource import YList, YMap, location_of
 TARGET_PATTERN = re.compile(r"^\.?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
+_SHAPES = {
+    TARGET_PATTERN.pattern: "a target written module:attribute, e.g. impl.worker.kv_budget:budget_for, or "
+                            ".build:impl_call relative to the row folder",
+    r"^[a-z0-9][a-z0-9-]*$": "an id of lowercase letters, digits and dashes (e.g. kv-page-size)",
+    r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$": "a name of letters, digits and _ . + - (e.g. fp16-page)",
+    r"^[A-Za-z_][A-Za-z0-9_]*$": "a Python identifier (e.g. ValueError)",
+}
+
+
+def mismatch(value: str, pattern: re.Pattern[str]) -> str:
+    """Why ``value`` is refused, in words rather than the regular expression that refused it."""
+    shape = _SHAPES.get(pattern.pattern, f"text matching {pattern.pattern}")
+    hint = " (no ':' between the module and the attribute)" if pattern is TARGET_PATTERN and ":" not in value else ""
+    return f"value {show(value)} is not {shape}{hint}"
+
+
 def show(value: Any) -> str:
     """A short rendering of a YAML value for error messages."""
     text = repr(value)
@@ -62,7 +78,7 @@ class Reader:
             self.problem(where, key, f"expected a non-empty string, got {type_name(value)} {show(value)}")
             return None
         if pattern is not None and not pattern.match(value):
-            self.problem(where, key, f"value {show(value)} does not match {pattern.pattern}")
+            self.problem(where, key, mismatch(value, pattern))
             return None
         return value
 
@@ -83,7 +99,7 @@ class Reader:
             if not isinstance(item, str) or not item.strip():
                 self.problem(item_where, f"{key}[{index}]", f"expected a non-empty string, got {type_name(item)} {show(item)}")
             elif pattern is not None and not pattern.match(item):
-                self.problem(item_where, f"{key}[{index}]", f"value {show(item)} does not match {pattern.pattern}")
+                self.problem(item_where, f"{key}[{index}]", mismatch(item, pattern))
             elif item in out:
                 self.problem(item_where, f"{key}[{index}]", f"duplicate entry {show(item)}")
             else:

@@ -24,6 +24,7 @@ from _vllm_gates.profiles import load_default_profile, register_profiles
 from _vllm_gates.project import second_gate_file, unknown_row
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
+from _vllm_gates.verdicts import requirement_skip
 from _vllm_gates.workers import WorkerLost, WorkerPool, WorkerSpec
 
 _RUN = pytest.StashKey[GateRun]()
@@ -318,8 +319,8 @@ class RequirementSkips:
                 requirement = self.run.project.marker(name).requires  # type: ignore[union-attr]
                 reason = REQUIREMENT_CHECKS[requirement]() if requirement else None
                 if reason:
-                    what = f"{name} gate" if isinstance(item, GateItem) else f"{name} test"
-                    item.add_marker(pytest.mark.skip(reason=f"{what} skipped: {reason}"))
+                    why = requirement_skip(name, reason) if isinstance(item, GateItem) else f"{name} test skipped: {reason}"
+                    item.add_marker(pytest.mark.skip(reason=why))
                     break
         if any(isinstance(item, GateItem) for item in items):
             load_default_profile()

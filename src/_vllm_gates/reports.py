@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
+import unicodedata
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -32,12 +34,54 @@ def _rows(report: RunReport) -> list[tuple[str, ...]]:
     return lines
 
 
+def one_line(text: str) -> str:
+    """A table cell's text on one line: control characters (newline, tab, escape, ...) and line separators written
+    as escapes."""
+    return "".join(ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch
+                   for ch in text)
+
+
+def display_width(text: str) -> int:
+    """Terminal columns ``text`` takes: wide (East Asian) characters two, combining and format characters none."""
+    width = 0
+    for ch in text:
+        if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+            continue
+        width += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return width
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` columns, ending in "…" where it was cut."""
+    if display_width(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        step = display_width(ch)
+        if used + step > width - 1:
+            break
+        out.append(ch)
+        used += step
+    return "".join(out) + "…"
+
+
+def fixed_width(header: tuple[str, ...], body: list[tuple[str, ...]], limits: dict[int, int] | None = None,
+                rule: bool = False) -> list[str]:
+    """Lines of a table whose columns are as wide as their widest cell (in terminal columns), two spaces apart, so
+    no cell runs into the next; a column in ``limits`` is cut to that width (the caller shows the whole text)."""
+    limits = limits or {}
+    cells = [tuple(fit(one_line(c), limits[i]) if i in limits else one_line(c) for i, c in enumerate(row)) for row in [header, *body]]
+    widths = [max(display_width(row[i]) for row in cells) for i in range(len(header))]
+    render = lambda row: "  ".join(c + " " * (w - display_width(c)) for c, w in zip(row, widths)).rstrip()  # noqa: E731
+    lines = [render(row) for row in cells]
+    if rule:
+        lines.insert(1, render(tuple("-" * w for w in widths)))
+    return lines
+
+
 def table(report: RunReport) -> str:
     """A fixed-width table, one line per gate, milestone and row, then the reasons of unmet claims."""
-    body = _rows(report)
-    widths = [max(len(c), *(len(r[i]) for r in body)) if body else len(c) for i, c in enumerate(COLUMNS)]
-    render = lambda cells: "  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip()  # noqa: E731
-    out = [render(COLUMNS), render(tuple("-" * w for w in widths))] + [render(r) for r in body]
+    out = fixed_width(COLUMNS, _rows(report), rule=True)
     reasons = _unmet(report)
     if reasons:
         out += ["", *reasons]
@@ -81,13 +125,43 @@ def to_json(report: RunReport, exit_code: int, meta: dict[str, Any], evidence: d
     }
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (/proc), else set and restored at once."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def report_mode(path: Path) -> int:
+    """The mode a report gets, as if opened for writing the ordinary way: an existing file's mode is kept; a new file
+    gets 0666 less the umask (0644 under the usual 022), as pytest's JUnit file does."""
+    try:
+        info = os.stat(path)
+        if stat.S_ISREG(info.st_mode):
+            return stat.S_IMODE(info.st_mode)
+    except OSError:
+        pass
+    return 0o666 & ~_umask()
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file in the same folder and rename it over the target."""
+    """Write through a temporary file in the same folder and rename it over the target, with the mode an ordinarily
+    written file would have (report_mode): every report, JSON, Markdown and JUnit, gets the same."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    mode = report_mode(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600 until it is complete
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
+            stream.flush()
+            os.fchmod(stream.fileno(), mode)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -107,7 +181,7 @@ def markdown(report: RunReport, exit_code: int) -> str:
         lines.append(f"| {row.row} | {icon.get(row.claim.verdict.value, '')} {row.claim.verdict.value} | {row.claim.state} | "
                      f"{'met' if row.claim.claim_met else '**not met**'} |")
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in _rows(report)]
+    lines += ["| " + " | ".join(one_line(cell).replace("|", "\\|") for cell in r) + " |" for r in _rows(report)]
     reasons = _unmet(report)
     if reasons:
         lines += ["", "### Why", *[f"- {r}" for r in reasons]]

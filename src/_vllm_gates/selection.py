@@ -39,14 +39,20 @@ def _git(root: Path, *args: str) -> str:
         raise SelectionError(f"cannot run git to find what changed: {exc}") from None
     if done.returncode != 0:
         shown = " ".join(arg for arg in args if arg != "-z")
-        raise SelectionError(f"git {shown} failed: {done.stderr.strip() or done.stdout.strip()}")
+        raise SelectionError(f"git {shown} failed: {done.stderr.strip() or done.stdout.strip() or f'exit status {done.returncode}'}")
     return done.stdout
 
 
 def changed_paths(root: Path, base: str) -> list[str]:
     """Paths under ``root``, relative to it, changed since ``base``: committed, staged, unstaged, untracked (not
     ignored); a rename counts as both of its paths."""
-    _git(root, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
+    try:
+        _git(root, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
+    except SelectionError as error:
+        if "not on PATH" in str(error) or "cannot run git" in str(error):
+            raise
+        raise SelectionError(f"{base!r} is not a commit git knows here (a branch, tag or commit id of the repository "
+                             f"at {root})") from None
     listed = _git(root, "diff", "--name-only", "--no-renames", "--relative", "-z", base)
     listed += _git(root, "ls-files", "--others", "--exclude-standard", "-z")
     return sorted({path for path in listed.split("\0") if path})

@@ -220,7 +220,7 @@ class GateRun:
             return ExitCode.INTERRUPTED
         if pytest_status in _PYTEST_ABORTS:
             return ExitCode.ERROR
-        if self.other_failures and verdict_code in (ExitCode.OK, ExitCode.EMPTY, ExitCode.UNPROVEN):
+        if self.other_failures and verdict_code in (ExitCode.OK, ExitCode.EMPTY, ExitCode.UNPROVEN, ExitCode.NOT_RUNNABLE):
             return ExitCode.CLAIM_NOT_MET
         return int(verdict_code)
 

@@ -1,6 +1,7 @@
 """Verdicts per gate, milestone and row, and the check of each against the state the roadmap claims."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -278,9 +279,24 @@ def with_unknown_rows(report: RunReport, problems: dict[str, str]) -> RunReport:
     return replace(report, rows=report.rows + extra)
 
 
+_REQUIREMENT_SKIP = re.compile(r"^[a-z][a-z0-9_]* gate skipped: ")  # what requirement_skip() writes: marker names are lower-case
+
+
+def requirement_skip(marker: str, reason: str) -> str:
+    """The skip reason of a gate item whose marker requires what this machine lacks (plugin.RequirementSkips), e.g.
+    "gpu gate skipped: no CUDA device (...)"; exit_code tells these skips from others by it."""
+    return f"{marker} gate skipped: {reason}"
+
+
+def skipped_for_requirement(item: ItemResult) -> bool:
+    """The item was skipped because a requirement of its marker (a CUDA device) is missing on this machine."""
+    return item.outcome == "skipped" and bool(_REQUIREMENT_SKIP.match(item.detail))
+
+
 def exit_code(report: RunReport) -> ExitCode:
-    """0 every row in scope meets its claim; 130 interrupted; 3 a definition/harness ERROR; 5 nothing ran (here or on
-    evidence); 1 a claim not met; 6 the only unmet claims are UNPROVEN."""
+    """0 every row in scope meets its claim; 130 interrupted; 3 a definition/harness ERROR; when nothing ran (here or
+    on evidence): 7 nothing could run here (items were selected, and every one was skipped for want of what its
+    marker requires), else 5; 1 a claim not met; 6 the only unmet claims are UNPROVEN."""
     if report.interrupted:
         return ExitCode.INTERRUPTED
     if any(r.claim.verdict is Verdict.ERROR for r in report.rows):
@@ -288,6 +304,8 @@ def exit_code(report: RunReport) -> ExitCode:
     ran = [i for i in report.items if i.outcome in ("passed", "failed", "error")]
     on_evidence = [g for r in report.rows for g in r.gates if any(b != "this run" for b in g.basis)]
     if not report.rows or not (ran or on_evidence or report.evidence_offered):
+        if report.rows and report.items and all(skipped_for_requirement(i) for i in report.items):
+            return ExitCode.NOT_RUNNABLE
         return ExitCode.EMPTY
     unmet = [c for r in report.rows for c in (*r.milestones, r.claim) if not c.claim_met]
     if not unmet:

@@ -102,7 +102,7 @@ def test_an_unknown_ref_is_a_usage_error(checkout):
     for args in (("affected", "--base", "no-such-ref"), ("run", "--changed-since", "no-such-ref")):
         result = checkout.gates(*args)
         assert result.code == 2
-        assert "gates: error: git rev-parse" in result.err
+        assert "gates: error: 'no-such-ref' is not a commit git knows here" in result.err, "the reason is never empty"
 
 
 def test_a_broken_row_is_always_selected(checkout):

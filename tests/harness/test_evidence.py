@@ -70,9 +70,9 @@ def test_partial_lets_gpu_gates_be_unproven_but_not_others(with_gpu_gate):
     assert "claims PARTIAL, but gates that are not gpu gates were skipped or not proven: spawns" in result.out
 
 
-def test_a_run_that_ran_nothing_is_empty_not_unproven(with_gpu_gate, no_cuda):
+def test_a_run_that_could_run_nothing_here_is_not_unproven(with_gpu_gate, no_cuda):
     result = with_gpu_gate.gates("run", "--marker", "gpu")
-    assert result.code == 5, "every selected item skipped for want of CUDA: nothing ran"
+    assert result.code == 7, "every selected item skipped for want of CUDA: nothing could run here"
 
 
 def test_rows_without_gate_file_and_milestones_without_gates_show_under_every_marker(example):
