@@ -114,7 +114,25 @@ def read_definition_text(path: Path | str, shown: str, what: str = "definition f
 
 # composing within limits -------------------------------------------------------------------------------------------
 
-class _Builder(yaml.SafeLoader):
+class _ResolvedOnce:
+    """A scalar's implicit tag (int, float, bool, null or str) depends only on its text and how it was written
+    (the safe resolver has no path resolvers): each is found by regular expression once, then remembered."""
+
+    _scalar_tags: dict[tuple[str, tuple[bool, bool]], str] = {}
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        if kind is not yaml.ScalarNode:
+            return super().resolve(kind, value, implicit)  # type: ignore[misc]
+        key = (value, tuple(implicit))
+        tag = self._scalar_tags.get(key)
+        if tag is None:
+            tag = self._scalar_tags[key] = super().resolve(kind, value, implicit)  # type: ignore[misc]
+            if len(self._scalar_tags) > 200_000:
+                self._scalar_tags.clear()
+        return tag
+
+
+class _Builder(_ResolvedOnce, yaml.SafeLoader):
     """SafeLoader used only to compose nodes and construct plain scalars.
 
     It counts nodes and nesting as they are composed and refuses the document at the node that passes a limit,
@@ -176,7 +194,7 @@ def _precount(text: str, shown: str) -> bool:
 try:
     from yaml.cyaml import CParser as _CParser
 
-    class _LibyamlComposer(_CParser, yaml.resolver.Resolver):  # CParser resolves implicit tags through the Python resolver
+    class _LibyamlComposer(_ResolvedOnce, _CParser, yaml.resolver.Resolver):  # CParser resolves tags through the Python resolver
         """libyaml's composer, for _compose_with_libyaml."""
 except ImportError:  # PyYAML built without libyaml
     _LibyamlComposer = None  # type: ignore[assignment,misc]
