@@ -6,7 +6,7 @@ and the C++ port's include/vllm/distributed/parallel_layout.h.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import chain
 from typing import Iterator, Sequence, overload
 
@@ -209,6 +209,13 @@ def rank_group(dims: ParallelDims, rank: int, kind: str) -> RankGroup:
     return RankGroup(ranks=ranks, local_rank=block * block_len + offset)
 
 
+@lru_cache(maxsize=1)
+def _all_ranks(world: int) -> list[int]:
+    """``[0, world)`` as one list that the tables of every kind of the last world slice: building all six shares it
+    (never handed out, never changed; slices are copies)."""
+    return list(range(world))
+
+
 def group_ranks(dims: ParallelDims, kind: str) -> list[list[int]]:
     """Every ``kind`` group of the world, in vLLM's group order and member order (TP-1.4 to TP-1.7).
 
@@ -223,7 +230,7 @@ def group_ranks(dims: ParallelDims, kind: str) -> list[list[int]]:
     edp_stride = dp_stride * dims.dp
     if kind in ("tp", "dcp") and length == 1:  # one rank per group, in rank order
         return [[rank] for rank in range(world)]
-    ranks = list(range(world))
+    ranks = _all_ranks(world)
     if kind in ("tp", "dcp"):  # consecutive chunks in rank order
         return [ranks[s : s + length] for s in range(0, world, length)]
     if kind == "pcp":  # transpose(3, 4): over (edp, dp, pp), then tp
