@@ -74,7 +74,7 @@ class Fingerprinter:
 
     def declared(self, patterns: tuple[str, ...]) -> list[str]:
         """Project files the `sources:` globs match, `!` exclusions applied."""
-        from _vllm_gates.selection import _matches
+        from _vllm_gates.selection import matches_source
 
         include = [p for p in patterns if not p.startswith("!")]
         exclude = [p[1:] for p in patterns if p.startswith("!")]
@@ -84,7 +84,7 @@ class Fingerprinter:
                 found.update(self._under(pattern[:-3]))
             else:
                 found.update(p.relative_to(self.config.root).as_posix() for p in self.config.root.glob(pattern) if p.is_file())
-        return sorted(f for f in found if not any(_matches(f, p) for p in exclude))
+        return sorted(f for f in found if not any(matches_source(f, p) for p in exclude))
 
     def relative(self, path: Path) -> str:
         return path.resolve().relative_to(self.config.root.resolve()).as_posix()

@@ -58,7 +58,7 @@ def changed_paths(root: Path, base: str) -> list[str]:
     return sorted({path for path in listed.split("\0") if path})
 
 
-def _matches(path: str, pattern: str) -> bool:
+def matches_source(path: str, pattern: str) -> bool:
     """Whether ``path`` matches a `sources:` pattern: `folder/**` everything under folder, others fnmatch."""
     if pattern.endswith("/**"):
         return path == pattern[:-3] or path.startswith(pattern[:-2])
@@ -121,12 +121,12 @@ def _why_path(gate_file: GateFile, inputs: RowInputs, path: str, names: set[str]
         return f"imports {imported[0]} ({path} changed)"
     if posixpath.basename(path) == "conftest.py" and _is_above(posixpath.dirname(path), gate_file.path):
         return f"pytest's {path} changed (it applies to its gate file)"
-    if any(_matches(path, pattern[1:]) for pattern in gate_file.sources if pattern.startswith("!")):
+    if any(matches_source(path, pattern[1:]) for pattern in gate_file.sources if pattern.startswith("!")):
         return None
-    declared = next((p for p in gate_file.sources if not p.startswith("!") and _matches(path, p)), None)
+    declared = next((p for p in gate_file.sources if not p.startswith("!") and matches_source(path, p)), None)
     if declared is not None:
         return f"{path} changed (its sources pattern {declared!r})"
-    if gate_file.folder and _matches(path, f"{gate_file.folder}/**"):
+    if gate_file.folder and matches_source(path, f"{gate_file.folder}/**"):
         return f"{path} changed (in its row folder {gate_file.folder})"
     return None
 

@@ -304,30 +304,36 @@ class WorkerPool:
         return self.parse(key, self.exchange_raw({key: message}, timeout)[key])
 
     def exchange_raw(self, messages: dict[tuple[str, str], dict[str, Any]], timeout: float) -> dict[tuple[str, str], RawReply]:
-        """One request to each of several workers, all sent before any reply is awaited (they work side by side);
-        the replies unparsed. The first worker lost raises WorkerLost; the others' replies are still collected."""
+        """One request to each of several workers, the replies unparsed; the first worker lost raises WorkerLost
+        (carrying its key), after the others' replies were still collected."""
+        replies = self._exchange(messages, timeout)
+        lost = next((reply for reply in replies.values() if isinstance(reply, WorkerLost)), None)
+        if lost is not None:
+            raise lost
+        return replies  # type: ignore[return-value]
+
+    def _exchange(self, messages: dict[tuple[str, str], dict[str, Any]], timeout: float) -> dict[tuple[str, str], RawReply | WorkerLost]:
+        """Every request sent before any reply is awaited (the workers work side by side); per worker its raw reply
+        or how it was lost. The run's budget bounds the wait."""
         timeout = self._within_budget(timeout)
-        lost: WorkerLost | None = None
-        sent = []
+        replies: dict[tuple[str, str], RawReply | WorkerLost] = {}
         for key, message in messages.items():
             try:
                 self.worker(key).send_request(message)
-                sent.append(key)
             except WorkerLost as error:
-                self.workers.pop(key, None)
-                error.key = key  # type: ignore[attr-defined]
-                lost = lost or error
-        replies = {}
-        for key in sent:
-            try:
-                replies[key] = self.workers[key].receive_raw(timeout)
-            except WorkerLost as error:
-                self.workers.pop(key, None)
-                error.key = key  # type: ignore[attr-defined]
-                lost = lost or error
-        if lost is not None:
-            raise lost
+                replies[key] = self._lost(key, error)
+        for key in messages:
+            if key not in replies:
+                try:
+                    replies[key] = self.workers[key].receive_raw(timeout)
+                except WorkerLost as error:
+                    replies[key] = self._lost(key, error)
         return replies
+
+    def _lost(self, key: tuple[str, str], error: WorkerLost) -> WorkerLost:
+        self.workers.pop(key, None)
+        error.key = key  # type: ignore[attr-defined]
+        return error
 
     def parse(self, key: tuple[str, str], raw: RawReply) -> dict[str, Any]:
         """A raw reply's message; WorkerLost (and the worker ended) if it breaks the protocol."""
@@ -347,24 +353,18 @@ class WorkerPool:
             worker.kill()
 
     def request_many(self, messages: dict[tuple[str, str], dict[str, Any]], timeout: float) -> dict[tuple[str, str], dict[str, Any] | WorkerLost]:
-        """One request to each of several workers, sent before any reply is awaited, so they work side by side."""
-        sent: dict[tuple[str, str], dict[str, Any] | WorkerLost] = {}
-        for key, message in messages.items():
+        """One request to each of several workers, sent before any reply is awaited; per worker its reply or how it was lost."""
+        found: dict[tuple[str, str], dict[str, Any] | WorkerLost] = {}
+        try:
+            replies = self._exchange(messages, timeout)
+        except WorkerLost as spent:  # the run's budget: no worker was asked
+            return {key: spent for key in messages}
+        for key, raw in replies.items():
             try:
-                self.worker(key).send_request(message)
-                sent[key] = {}
-            except WorkerLost as lost:
-                self.workers.pop(key, None)
-                sent[key] = lost
-        for key in messages:
-            if isinstance(sent[key], WorkerLost):
-                continue
-            try:
-                sent[key] = self.workers[key].receive_reply(timeout)
-            except WorkerLost as lost:
-                self.workers.pop(key, None)
-                sent[key] = lost
-        return sent
+                found[key] = raw if isinstance(raw, WorkerLost) else self.parse(key, raw)
+            except WorkerLost as error:
+                found[key] = error
+        return found
 
     def close(self) -> None:
         workers = list(self.workers.values())
