@@ -164,20 +164,23 @@ def claim_met(state: str, verdict: Verdict, gates: list[GateResult]) -> tuple[bo
     return True, ""
 
 
+THIS_RUN = "this run"  # the basis of a verdict its items gave in this run (the others name an evidence file)
+
+
 def combine(here: tuple[Verdict, str] | None, evidence: list[tuple[str, Verdict, str]]) -> tuple[Verdict, str, tuple[str, ...]]:
     """One gate's verdict from this run (None: not executed) and usable evidence (label, verdict, reason): a FAIL
     or ERROR anywhere wins (machines that disagree on one fingerprint are a failure); else a PASS anywhere; else
     the worst. Returns the verdict, its reason and its basis."""
-    sources = ([("this run", *here)] if here is not None else []) + evidence
+    sources = ([(THIS_RUN, *here)] if here is not None else []) + evidence
     if not sources:
         return Verdict.UNPROVEN, "", ()
     failing = [s for s in sources if s[1] in (Verdict.FAIL, Verdict.ERROR)]
     if failing:
         label, verdict, reason = max(failing, key=lambda s: s[1].severity)
-        return verdict, reason if label == "this run" else f"{verdict.value} on {label}: {reason}", tuple(s[0] for s in failing)
+        return verdict, reason if label == THIS_RUN else f"{verdict.value} on {label}: {reason}", tuple(s[0] for s in failing)
     passing = [s[0] for s in sources if s[1] is Verdict.PASS]
     if passing:
-        return Verdict.PASS, "" if passing[0] == "this run" else f"on evidence: {passing[0]}", tuple(passing)
+        return Verdict.PASS, "" if passing[0] == THIS_RUN else f"on evidence: {passing[0]}", tuple(passing)
     label, verdict, reason = max(sources, key=lambda s: s[1].severity)
     return verdict, reason, (label,)
 
@@ -302,7 +305,7 @@ def exit_code(report: RunReport) -> ExitCode:
     if any(r.claim.verdict is Verdict.ERROR for r in report.rows):
         return ExitCode.ERROR
     ran = [i for i in report.items if i.outcome in ("passed", "failed", "error")]
-    on_evidence = [g for r in report.rows for g in r.gates if any(b != "this run" for b in g.basis)]
+    on_evidence = [g for r in report.rows for g in r.gates if any(b != THIS_RUN for b in g.basis)]
     if not report.rows or not (ran or on_evidence or report.evidence_offered):
         if report.rows and report.items and all(skipped_for_requirement(i) for i in report.items):
             return ExitCode.NOT_RUNNABLE
