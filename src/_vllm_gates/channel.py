@@ -86,6 +86,8 @@ def _read_exactly(sock: socket.socket, count: int, deadline: float | None) -> by
             chunk = sock.recv(max(count - len(buffer), 1 << 16))
         except socket.timeout:
             raise ChannelTimeout() from None
+        except ConnectionResetError:  # the peer exited with our frames unread: the channel is closed all the same
+            chunk = b""
         if not chunk:
             _BUFFERS.pop(id(sock), None)
             raise ChannelClosed()

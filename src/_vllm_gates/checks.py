@@ -12,7 +12,9 @@ from typing import Any, Callable, Mapping
 from _vllm_gates.channel import orjson_parses
 from _vllm_gates.compare import WrongEverywhere, strict_equal
 from _vllm_gates.errors import DefinitionError, Problem
-from _vllm_gates.model import Case, Gate, TargetRef
+from _vllm_gates.facts import facts_of_pattern, missing_facts
+from _vllm_gates.implementations import kind_of
+from _vllm_gates.model import Case, Gate, Raises, TargetRef
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import is_plain, render_value
 from _vllm_gates.workers import RawReply, WorkerLost, WorkerPool
@@ -66,6 +68,12 @@ class Subject:
     build: TargetRef | None
     timeout: float
     role: str
+    operation: str | None = None  # an external implementation's operation: asked by name, its input as the case gives it
+    kinds: Mapping[str, str] | None = None  # external: Python exception names -> the error kinds its replies use
+
+    @property
+    def shown(self) -> str:
+        return f"operation {self.operation}" if self.operation else self.target.dotted
 
     def message(self, data: Any, encoded: Any = None) -> dict[str, Any]:
         """The call request for one input (GateBroken when it is not plain data); ``encoded``: its wire form, if known."""
@@ -73,7 +81,11 @@ class Subject:
             try:
                 encoded = encode(data, "input")
             except NotPlain as error:
-                raise GateBroken(f"the case input for {self.role} {self.target.dotted} is not plain data: {error}") from None
+                raise GateBroken(f"the case input for {self.role} {self.shown} is not plain data: {error}") from None
+        if self.operation is not None:
+            return {"op": "call", "operation": self.operation, "input": encoded}
+        if self.kinds is not None:  # the audit's stand-in, answered by the external worker itself
+            return {"op": "call", "target": self.target.dotted, "anchor": None, "build": None, "build_anchor": None, "input": encoded}
         return {"op": "call", "target": self.target.dotted, "anchor": self.target.anchor,
                 "build": self.build.dotted if self.build else None, "build_anchor": self.build.anchor if self.build else None,
                 "input": encoded}
@@ -84,7 +96,7 @@ class Subject:
         try:
             raw = self.pool.exchange_raw({self.worker: message}, self.timeout)[self.worker]
         except WorkerLost as lost:
-            raise GateBroken(f"{self.role} {self.target.dotted}: {lost}") from None
+            raise GateBroken(f"{self.role} {self.shown}: {lost}") from None
         return self.outcome_of(raw)
 
     def outcome_of(self, raw: RawReply, like: Outcome | None = None) -> Outcome:
@@ -95,26 +107,52 @@ class Subject:
         try:
             reply = self.pool.parse(self.worker, raw)
         except WorkerLost as lost:
-            raise GateBroken(f"{self.role} {self.target.dotted}: {lost}") from None
+            raise GateBroken(f"{self.role} {self.shown}: {lost}") from None
         if "error" in reply:
             return self._failed(reply["error"])
         try:
             return replace(_outcome_of(reply["result"], flat_checked=not raw.exact and orjson_parses()), digest=digest)
         except Exception as exc:  # a reply the protocol does not allow: the worker is broken, not the impl wrong
             self.pool.discard(self.worker)
-            raise GateBroken(f"{self.role} {self.target.dotted}: the worker's reply breaks the protocol: "
+            raise GateBroken(f"{self.role} {self.shown}: the worker's reply breaks the protocol: "
                              f"{type(exc).__name__}: {exc}") from None
 
     def _failed(self, error: Mapping[str, Any]) -> Outcome:
         kind, text = error.get("kind"), str(error.get("message", ""))
-        if kind == "definition":
+        if kind == "not-implemented" and self.operation is not None:
+            raise NotImplementedByWorker(f"{self.role} {self.shown}: not implemented: {text}")
+        if kind == "definition" and self.kinds is None:
             where = self.build if self.build is not None and error.get("which") == "build" else self.target
             raise DefinitionError([Problem(where.location, f"{self.role} {where.dotted}", text)])
         if kind == "not-plain":
-            raise GateBroken(f"{self.role} {self.target.dotted}: {text}")
+            raise GateBroken(f"{self.role} {self.shown}: {text}")
         if kind == "builder":
             raise GateBroken(f"{self.role.split()[0]} {text}")
-        raise GateBroken(f"{self.role} {self.target.dotted}: {kind}: {text}")
+        raise GateBroken(f"{self.role} {self.shown}: {kind}: {text}")
+
+    def expected_kind(self, python_classes: tuple[str, ...] | list[str]) -> str:
+        """The error kind an external implementation must raise where the Python side names these classes."""
+        assert self.kinds is not None
+        kind = kind_of(python_classes, self.kinds)
+        if kind is None:
+            raise GateBroken(f"no error kind for {python_classes[0]} in [tool.vllm-gates.error-kinds] of pyproject.toml: "
+                             f"an external implementation's errors cannot be compared with it")
+        return kind
+
+    def raised_as_expected(self, error: "Raised", raises: Raises) -> tuple[bool, str]:
+        """Whether an error is the case's: by class name (Python), or by kind and the facts its message carries."""
+        if self.kinds is None:
+            if not error.is_a(raises.type_name):
+                return False, "type"
+            return (not raises.match or re.search(raises.match, error.message) is not None), "match"
+        if not error.is_a(self.expected_kind((raises.type_name,))):
+            return False, "type"
+        facts = raises.facts if raises.facts is not None else facts_of_pattern(raises.match)
+        return not missing_facts(error.message, facts), "facts"
+
+
+class NotImplementedByWorker(Exception):
+    """The external implementation does not provide the gate's operation: the gate is NOT-IMPLEMENTED for it."""
 
 
 def _outcome_of(result: Mapping[str, Any], flat_checked: bool = False) -> Outcome:
@@ -144,6 +182,7 @@ class ResolvedGate:
     known_bad: Mapping[str, Subject] = field(default_factory=dict)
     audit: Subject | None = None
     oracle_memo: dict[str, Outcome] = field(default_factory=dict, compare=False, repr=False)
+    not_implemented: str = ""  # the skip reason when the judged implementation does not provide the gate's operation
 
     def outcomes(self, impl: Subject, data: Any) -> tuple[Outcome, Outcome]:
         """The impl's and the oracle's outcomes on one input, asked side by side (the oracle's from the memo if it
@@ -158,7 +197,7 @@ class ResolvedGate:
             raws = impl.pool.exchange_raw(messages, min(impl.timeout, self.oracle.timeout))
         except WorkerLost as lost:
             who = self.oracle if getattr(lost, "key", None) == self.oracle.worker else impl
-            raise GateBroken(f"{who.role} {who.target.dotted}: {lost}") from None
+            raise GateBroken(f"{who.role} {who.shown}: {lost}") from None
         if want is None:
             want = self.oracle.outcome_of(raws[self.oracle.worker])
             if key is not None:
@@ -195,17 +234,20 @@ def _agree(rg: ResolvedGate, actual: Any, expected: Any) -> bool:
         raise GateBroken(f"compare {rg.gate.compare.dotted if rg.gate.compare else ''} crashed: {type(exc).__name__}: {exc}") from exc
 
 
-def errors_agree(impl: Raised, oracle: Raised) -> bool:
-    """Two errors agree when the impl's is the oracle's class or a subclass of it, by class name."""
+def errors_agree(impl: Raised, oracle: Raised, subject: Subject | None = None) -> bool:
+    """Two errors agree when the impl's is the oracle's class or a subclass of it, by class name; for an external
+    implementation, when its error is of the kind the oracle's Python class maps to."""
+    if subject is not None and subject.kinds is not None:
+        return impl.is_a(subject.expected_kind(oracle.classes))
     return impl.is_a(oracle.type_name)
 
 
-def outcomes_agree(rg: ResolvedGate, impl: Outcome, oracle: Outcome) -> bool:
+def outcomes_agree(rg: ResolvedGate, impl: Outcome, oracle: Outcome, subject: Subject | None = None) -> bool:
     """Both return equal values, or both raise errors that agree."""
     if impl is oracle and impl.digest is not None and impl.error is None and rg.compare is None:
         return True  # one reply's content, parsed once: strict equality is reflexive on plain data
     if impl.error is not None or oracle.error is not None:
-        return impl.error is not None and oracle.error is not None and errors_agree(impl.error, oracle.error)
+        return impl.error is not None and oracle.error is not None and errors_agree(impl.error, oracle.error, subject)
     return _agree(rg, impl.value, oracle.value)
 
 
@@ -220,12 +262,18 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
     if case.raises is not None:
         checks += 1
         error = got.error
-        if error is None or not error.is_a(case.raises.type_name):
-            raise Mismatch(f"expected {case.raises.type_name} to be raised", where, case.input,
-                           [("impl", got.describe()), ("expected", f"raises {case.raises.type_name}" + (f" matching {case.raises.match!r}" if case.raises.match else ""))])
-        if case.raises.match and not re.search(case.raises.match, error.message):
+        ok, part = impl.raised_as_expected(error, case.raises) if error is not None else (False, "type")
+        expected = case.raises.type_name if impl.kinds is None else f"{impl.expected_kind((case.raises.type_name,))} (for {case.raises.type_name})"
+        if not ok and part == "type":
+            raise Mismatch(f"expected {expected} to be raised", where, case.input,
+                           [("impl", got.describe()), ("expected", f"raises {expected}" + (f" matching {case.raises.match!r}" if case.raises.match else ""))])
+        if not ok and part == "match":
             raise Mismatch(f"{case.raises.type_name} raised, but its message does not match", where, case.input,
-                           [("message", error.message), ("pattern", case.raises.match)])
+                           [("message", error.message), ("pattern", case.raises.match or "")])
+        if not ok:
+            facts = case.raises.facts if case.raises.facts is not None else facts_of_pattern(case.raises.match)
+            raise Mismatch(f"{expected} raised, but its message lacks facts the case names", where, case.input,
+                           [("message", error.message), ("missing", ", ".join(missing_facts(error.message, facts)))])
         return checks
     if case.has_expect:
         checks += 1
@@ -241,7 +289,7 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
                                [("oracle", oracle_got.describe()), ("expected", render_value(case.expect)), ("impl", got.describe())])
     if oracle_got is not None:
         checks += 1
-        if not outcomes_agree(rg, got, oracle_got):
+        if not outcomes_agree(rg, got, oracle_got, impl):
             raise Mismatch("impl disagrees with the oracle", where, case.input, [("impl", got.describe()), ("oracle", oracle_got.describe())])
     return checks
 
@@ -271,10 +319,10 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
         tally.examples += 1
         try:
             got, want = rg.outcomes(impl, data)
-        except (GateBroken, DefinitionError) as error:
+        except (GateBroken, DefinitionError, NotImplementedByWorker) as error:
             broken.append(error)
             raise
-        if not outcomes_agree(rg, got, want):
+        if not outcomes_agree(rg, got, want, impl):
             raise Mismatch("impl disagrees with the oracle on a generated input", where, data,
                            [("impl", got.describe()), ("oracle", want.describe())], shrunk=not hunting)
         if got.error is None:
@@ -285,7 +333,7 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
     test = settings_for(max_examples=max_examples, hunting=hunting)(hypothesis.given(strategy)(agree_on))
     try:
         test()
-    except (Mismatch, GateBroken, DefinitionError):
+    except (Mismatch, GateBroken, DefinitionError, NotImplementedByWorker):
         if broken:
             raise broken[0] from None
         raise

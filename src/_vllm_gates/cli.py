@@ -116,6 +116,9 @@ def _pytest(config: Config, args: list[str], options: dict[str, object] | None =
         code = int(pytest.main(files + base + args))
     if code == 4:  # pytest's usage error (it printed why)
         return ExitCode.USAGE
+    if code == 2:  # pytest's "interrupted" before the plugin judged anything (Ctrl-C while it started up)
+        print("gates: interrupted (SIGINT): stopped before the run started", file=sys.stderr)
+        return ExitCode.INTERRUPTED
     return code
 
 
@@ -151,7 +154,8 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
                                                     "rows": [], "changed_since": args.changed_since})
     extra = _marker_args(args.marker) + _row_args(rows)
     for flag, value in (("--gates-json", args.json), ("--gates-markdown", args.markdown), ("--junitxml", args.junit),
-                        ("--hypothesis-profile", args.profile), ("--gates-changed-since", args.changed_since)):
+                        ("--hypothesis-profile", args.profile), ("--gates-changed-since", args.changed_since),
+                        ("--gates-impl", _implementation(project.config, args.impl))):
         if value:
             extra.append(f"{flag}={value}")
     extra += [f"--gates-evidence={path}" for path in _readable_evidence(args.evidence)]
@@ -184,14 +188,25 @@ def cmd_verdict(args: argparse.Namespace, project: Project) -> int:
             found.extend(load_evidence(Path(shown), shown))
         except EvidenceError as error:
             raise UsageError(str(error)) from None
-    options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": args.rows}
+    options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": args.rows,
+               "impl": _implementation(project.config, args.impl)}
     return judge_on_evidence(project, found, options)
 
 
 def cmd_audit(args: argparse.Namespace, project: Project) -> int:
     _check_marker(project.config, args.marker)
     rows = _rows_to_judge(project, args.rows, None)
-    return _pytest(project.config, ["--gates-audit", *_marker_args(args.marker), *_row_args(rows)])
+    impl = _implementation(project.config, args.impl)
+    return _pytest(project.config, ["--gates-audit", *_marker_args(args.marker), *_row_args(rows),
+                                    *([f"--gates-impl={impl}"] if impl else [])])
+
+
+def _implementation(config: Config, name: str | None) -> str | None:
+    """The --impl value, checked against the configured implementations (UsageError naming the known ones)."""
+    if name is not None and config.implementation(name) is None:
+        raise UsageError(f"--impl {name}: unknown implementation (known: {', '.join(config.implementation_names)}; "
+                         f"declare others under [tool.vllm-gates.implementations] in {CONFIG_FILE})")
+    return name
 
 
 def _broken_specs(project: Project) -> tuple[dict[str, str], list[str]]:
@@ -295,6 +310,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--json", metavar="F", help="write the verdicts as JSON")
     run.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
     run.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per gate item and per claim")
+    run.add_argument("--impl", metavar="NAME", help="the implementation to judge: python (default) or one declared under "
+                                                    "[tool.vllm-gates.implementations]; built first when out of date")
     run.add_argument("--evidence", action="append", default=[], metavar="F",
                      help="an earlier run's --json report (another machine's): its gates count where their fingerprint "
                           "matches the tree now (repeatable)")
@@ -303,12 +320,15 @@ def parser() -> argparse.ArgumentParser:
     verdict.add_argument("rows", nargs="*", help="rows to judge (default: all)")
     verdict.add_argument("--evidence", action="append", required=True, metavar="F",
                          help="a run's --json report; repeat it to merge machines (the CPU job's and the GPU job's)")
+    verdict.add_argument("--impl", metavar="NAME", help="the implementation the claims are judged for (default: python); "
+                                                        "evidence of another implementation is not used")
     verdict.add_argument("--json", metavar="F", help="write the verdicts as JSON")
     verdict.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
     verdict.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per claim")
     audit = sub.add_parser("audit", help="show every gate can fail: the wrong-everywhere stand-in and each known-bad")
     audit.add_argument("rows", nargs="*")
     audit.add_argument("--marker", default="all", help=MARKER_CHOICES_HELP + " (default: all)")
+    audit.add_argument("--impl", metavar="NAME", help="the implementation whose worker answers the audit stand-in (default: python)")
     sub.add_parser("coverage", help="requirement ids in the spec files that no gate covers")
     affected = sub.add_parser("affected", help="rows that changes since --base can affect: files their gates import, their "
                                                "sources, row folder, gate file, spec or roadmap entry; every row when the "

@@ -21,6 +21,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from _vllm_gates.errors import DefinitionError, Location, Problem
+from _vllm_gates.implementations import PYTHON, Implementation, read_error_kinds, read_implementations
 from _vllm_gates.yamlsource import file_kind, read_definition_text
 
 CONFIG_FILE = "pyproject.toml"
@@ -62,6 +63,15 @@ class Config:
     call_timeout: float = 60.0  # seconds one call of a worker may take, unless a gate sets `timeout:`
     run_budget: float | None = None  # seconds the workers of a whole run may take; None: no budget
     pythonpath: tuple[str, ...] = ()  # [tool.pytest.ini_options] pythonpath: where, besides the root, modules are found
+    implementations: tuple[Implementation, ...] = (Implementation(PYTHON),)  # the python port first, then external ones
+    error_kinds: tuple[tuple[str, str], ...] = ()  # Python exception class name -> language-neutral error kind
+
+    def implementation(self, name: str) -> Implementation | None:
+        return next((i for i in self.implementations if i.name == name), None)
+
+    @property
+    def implementation_names(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.implementations)
 
     @property
     def marker_names(self) -> tuple[str, ...]:
@@ -240,7 +250,7 @@ def _independence(reader: _Reader, value: Any) -> tuple[tuple[str, tuple[str, ..
 
 
 KNOWN_KEYS = {"roadmap", "rows", "specs", "allowed-roots", "markers", "default-marker", "independence",
-              "worker-preload", "call-timeout", "run-budget"}
+              "worker-preload", "call-timeout", "run-budget", "implementations", "error-kinds"}
 
 
 def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float | None) -> float | None:
@@ -347,6 +357,8 @@ def load_config(root: Path) -> Config | None:
         call_timeout=_seconds(reader, table, "call-timeout", base.call_timeout) or base.call_timeout,
         run_budget=_seconds(reader, table, "run-budget", base.run_budget),
         pythonpath=_pytest_pythonpath(path),
+        implementations=read_implementations(table.get("implementations", {}), reader.problem),
+        error_kinds=read_error_kinds(table.get("error-kinds", {}), reader.problem),
     )
     _check_paths(reader, root, config)
     if reader.problems:

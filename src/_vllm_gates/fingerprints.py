@@ -54,6 +54,20 @@ class Fingerprinter:
                 self._files[relative] = "missing"
         return self._files[relative]
 
+    def implementation(self) -> str:
+        """A hash of the implementation judged: its name and settings, and for an external one its build identity
+        (sources, build commands, build environment)."""
+        if "implementation" not in self._files:
+            from _vllm_gates.builds import identity
+
+            impl = self.config.implementation(self.impl)
+            if impl is None or not impl.external:
+                text = json.dumps({"name": self.impl, "settings": impl.settings if impl else ()}, sort_keys=True)
+                self._files["implementation"] = _digest(self.impl.encode() if impl is None or not impl.settings else text.encode())
+            else:
+                self._files["implementation"] = identity(impl, self.config.root)
+        return self._files["implementation"]
+
     def harness(self) -> str:
         """A hash of the engine's own files (its version names a release; its files say what actually ran)."""
         if "harness" not in self._files:
@@ -99,7 +113,7 @@ class Fingerprinter:
         entry = json.dumps(asdict(row), sort_keys=True) if row is not None else "not in the roadmap"
         inputs[f"roadmap:{gate_file.row}"] = _digest(entry.encode())  # the entry, not the file: other rows may change
         inputs[f"harness:vllm-gates {self.version}"] = self.harness()
-        inputs[f"impl:{self.impl}"] = _digest(self.impl.encode())
+        inputs[f"impl:{self.impl}"] = self.implementation()
         text = "\n".join(f"{name}\0{value}" for name, value in sorted(inputs.items()))
         return GateFingerprint(gate_file.row, gate.id, inputs, _digest(text.encode()))
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
-from _vllm_gates.model import Case, Gate, GateFile, KnownBad, Properties, Raises, Roadmap, Row, TargetRef
+from _vllm_gates.model import Case, Gate, GateFile, KnownBad, Operation, Properties, Raises, Roadmap, Row, TargetRef
+from _vllm_gates.operations import OPERATION_NAME, load_operations, operations_path
 from _vllm_gates.roadmap import ROW_ID
 from _vllm_gates.specdoc import REQUIREMENT_ID, requirements_in
 from _vllm_gates.config import is_absolute, outside_root
@@ -22,17 +23,20 @@ RESERVED_CASE_NAMES = ("properties", "audit")
 
 FILE_KEYS_REQUIRED = {"row", "title", "spec", "gates"}
 FILE_KEYS_OPTIONAL = {"sources", "notes"}
-GATE_KEYS_REQUIRED = {"id", "milestone", "covers", "markers", "impl"}
-GATE_KEYS_OPTIONAL = {"oracle", "build", "compare", "cases", "properties", "known_bad", "description", "timeout"}
+GATE_KEYS_REQUIRED = {"id", "milestone", "covers", "markers"}  # and exactly one of `impl` or `operation`
+GATE_KEYS_OPTIONAL = {"impl", "operation", "oracle", "build", "compare", "cases", "properties", "known_bad", "description",
+                      "timeout"}
 CASE_KEYS = {"input", "expect", "raises", "note"}
 
 
 class GateReader(Reader):
     """A Reader that also knows the row folder's package (for `.module` targets) and the configured markers."""
 
-    def __init__(self, path: str, anchor: str | None, folder: str, markers: tuple[str, ...]):
+    def __init__(self, path: str, anchor: str | None, folder: str, markers: tuple[str, ...],
+                 operations: tuple[Operation, ...] = (), operations_file: str = ""):
         super().__init__(path)
         self.anchor, self.folder, self.markers = anchor, folder, markers
+        self.operations, self.operations_file = {op.name: op for op in operations}, operations_file
 
 
 def _target(reader: GateReader, mapping: YMap, name: str, key: str) -> TargetRef | None:
@@ -62,7 +66,7 @@ def _raises(reader: GateReader, case: YMap, key: str) -> Raises | None:
     body = reader.mapping(case["raises"], f"{key}.raises", location_of(case, "raises"))
     if body is None:
         return None
-    reader.keys(body, f"{key}.raises", {"type"}, {"match"})
+    reader.keys(body, f"{key}.raises", {"type"}, {"match", "facts"})
     type_name_ = reader.string(body, "type", f"{key}.raises.type", EXCEPTION_NAME)
     match = reader.string(body, "match", f"{key}.raises.match") if "match" in body else None
     if match is not None:
@@ -70,7 +74,8 @@ def _raises(reader: GateReader, case: YMap, key: str) -> Raises | None:
             re.compile(match)
         except re.error as exc:
             reader.problem(location_of(body, "match"), f"{key}.raises.match", f"invalid regular expression {show(match)}: {exc}")
-    return Raises(type_name_, match) if type_name_ else None
+    facts = tuple(reader.string_list(body, "facts", f"{key}.raises.facts")[0]) if "facts" in body else None
+    return Raises(type_name_, match, facts) if type_name_ else None
 
 
 def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> list[Case]:
@@ -158,9 +163,8 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> Gate
     for marker, place in zip(markers, marker_places):
         if marker not in reader.markers:
             reader.problem(place, f"{key}.markers", f"unknown marker {show(marker)} (accepted: {', '.join(reader.markers)})")
-    impl = _target(reader, body, "impl", f"{key}.impl")
     oracle = _target(reader, body, "oracle", f"{key}.oracle") if "oracle" in body else None
-    build_impl, build_oracle = _build(reader, body, key)
+    operation, impl, build_impl, build_oracle = _impl_side(reader, body, key)
     compare = _target(reader, body, "compare", f"{key}.compare") if "compare" in body else None
     has_oracle = "oracle" in body
     cases = _cases(reader, body, key, has_oracle)
@@ -174,7 +178,39 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> Gate
     if not (gate_id and milestone and impl and markers):
         return None
     return Gate(gate_id, body.location, milestone, tuple(covers), tuple(markers), impl, oracle, build_impl,
-                build_oracle, compare, tuple(cases), properties, tuple(known_bad), description, timeout)
+                build_oracle, compare, tuple(cases), properties, tuple(known_bad), description, timeout, operation)
+
+
+def _impl_side(reader: GateReader, body: YMap, key: str) -> tuple[str | None, TargetRef | None, TargetRef | None, TargetRef | None]:
+    """The gate's operation (if it names one), the Python impl and its builder (the operation's binding, or the
+    gate's `impl:` and `build`), and the oracle's builder."""
+    if ("impl" in body) == ("operation" in body):
+        reader.problem(body.location, key, "a gate names exactly one of `impl` (a Python target) or `operation` (an operation "
+                                           f"of {reader.operations_file or 'the row folder’s operations.yaml'})")
+        return None, None, None, None
+    if "impl" in body:
+        impl = _target(reader, body, "impl", f"{key}.impl")
+        build_impl, build_oracle = _build(reader, body, key)
+        return None, impl, build_impl, build_oracle
+    name = reader.string(body, "operation", f"{key}.operation", OPERATION_NAME)
+    build = body.get("build")
+    build_oracle = None
+    if build is not None:
+        if isinstance(build, YMap) and set(build) <= {"oracle"}:
+            build_oracle = _target(reader, build, "oracle", f"{key}.build.oracle") if "oracle" in build else None
+        else:
+            reader.problem(location_of(body, "build"), f"{key}.build",
+                           "with `operation:` the impl's builder is the operation's python binding; give only the oracle's, "
+                           "as `build: {oracle: .module:function}`")
+    if not name:
+        return None, None, None, build_oracle
+    operation = reader.operations.get(name)
+    if operation is None:
+        known = ", ".join(sorted(reader.operations)) or "none"
+        reader.problem(location_of(body, "operation"), f"{key}.operation",
+                       f"operation {show(name)} is not declared in {reader.operations_file} (declared: {known})")
+        return None, None, None, build_oracle
+    return name, operation.python_impl, operation.python_build, build_oracle
 
 
 def _timeout(reader: GateReader, body: YMap, key: str) -> float | None:
@@ -231,6 +267,9 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
         raise DefinitionError(reader.problems)
     reader.keys(top, "", FILE_KEYS_REQUIRED, FILE_KEYS_OPTIONAL)
     row_id = reader.string(top, "row", "row", ROW_ID)
+    ops_shown = f"{folder}/{operations_path(path).name}" if folder else operations_path(path).name
+    operations = load_operations(operations_path(path), ops_shown, row_id, row_package(folder))
+    reader.operations, reader.operations_file = {op.name: op for op in operations}, ops_shown
     title = reader.string(top, "title", "title") or ""
     spec = reader.string(top, "spec", "spec")
     sources, source_places = reader.string_list(top, "sources", "sources")
@@ -260,7 +299,7 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
             gates.append(gate)
     if reader.problems:
         raise DefinitionError(reader.problems)
-    return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"), folder)
+    return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"), folder, operations)
 
 
 def _shown(path: Path, root: Path) -> str:

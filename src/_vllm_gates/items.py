@@ -15,7 +15,9 @@ from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate, Subject
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.model import Case, KnownBad
 from _vllm_gates.profiles import effective_max_examples, settings_for
+from _vllm_gates.implementations import PYTHON
 from _vllm_gates.render import render_case, render_value
+from _vllm_gates.verdicts import not_implemented_skip
 
 
 class ItemKind(str, Enum):
@@ -74,6 +76,8 @@ class GateItem(pytest.Item):
         except (GateBroken, DefinitionError):
             self.stash[RECORD] = ItemRecord(0, harness_error=True)
             raise
+        except checks.NotImplementedByWorker as absent:  # the worker listed the operation, then said it has none
+            pytest.skip(not_implemented_skip(self.config.getoption("gates_impl") or PYTHON, str(absent)))
 
     def run_checks(self) -> ItemRecord:
         raise NotImplementedError
@@ -117,6 +121,8 @@ class CaseItem(GateItem):
         self.resolved, self.case = resolved, case
 
     def run_checks(self) -> ItemRecord:
+        if self.resolved.not_implemented:
+            pytest.skip(self.resolved.not_implemented)
         return ItemRecord(checks.check_case(self.resolved, self.case, self.resolved.impl))
 
 
@@ -128,6 +134,8 @@ class PropertiesItem(GateItem):
         self.resolved = resolved
 
     def run_checks(self) -> ItemRecord:
+        if self.resolved.not_implemented:
+            pytest.skip(self.resolved.not_implemented)
         declared = self.resolved.gate.properties.max_examples  # type: ignore[union-attr]
         tally = checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared))
         return ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors)

@@ -40,6 +40,7 @@ class Raises:
 
     type_name: str
     match: str | None
+    facts: tuple[str, ...] | None = None  # what another language's message must carry; None: taken from `match`
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class Gate:
     known_bad: tuple[KnownBad, ...]
     description: str | None = None
     timeout: float | None = None  # seconds one call of this gate's subjects may take (default: call-timeout)
+    operation: str | None = None  # the row's operation the impl side is (operations.yaml); None: a Python target only
 
     def targets(self) -> list[TargetRef]:
         """Every target the gate names, for resolution at collection."""
@@ -100,6 +102,21 @@ class Gate:
             found.append(self.properties.strategy)
         found.extend(kb.target for kb in self.known_bad)
         return [t for t in found if t is not None]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A language-neutral operation a row's gates call (operations.yaml): what it takes, returns and raises, and
+    the Python port's binding (an impl callable and its builder)."""
+
+    name: str
+    location: Location
+    summary: str
+    input: Any
+    output: Any
+    errors: tuple[tuple[str, str], ...]
+    python_impl: TargetRef
+    python_build: TargetRef | None
 
 
 @dataclass(frozen=True)
@@ -114,6 +131,7 @@ class GateFile:
     gates: tuple[Gate, ...]
     row_location: Location | None = None
     folder: str = ""
+    operations: tuple[Operation, ...] = ()
 
     @property
     def all_sources(self) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ table, writes the reports, adds one JUnit test case per claim and sets the exit 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
@@ -15,16 +16,17 @@ import pytest
 
 from _vllm_gates.checks import ResolvedGate, Subject
 from _vllm_gates.config import load_config
-from _vllm_gates.errors import DefinitionError, Problem
+from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.evidence import SIMULATED_DEVICE_ENV, GateEvidence
 from _vllm_gates.gatefile import load_gate_file, peek_row_id
+from _vllm_gates.implementations import PYTHON, Implementation
 from _vllm_gates.items import AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items
 from _vllm_gates.model import Gate, GateFile, TargetRef
 from _vllm_gates.profiles import load_default_profile, register_profiles
 from _vllm_gates.project import second_gate_file, unknown_row
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
-from _vllm_gates.verdicts import requirement_skip
+from _vllm_gates.verdicts import not_implemented_skip, requirement_skip
 from _vllm_gates.workers import WorkerLost, WorkerPool, WorkerSpec
 
 _RUN = pytest.StashKey[GateRun]()
@@ -41,6 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "sources, row folder, gate file, spec, roadmap entry; the harness or pyproject.toml: every row)")
     group.addoption("--gates-json", metavar="F", help="write the run's verdicts as JSON to F")
     group.addoption("--gates-markdown", metavar="F", help="write the run's verdicts as Markdown to F")
+    group.addoption("--gates-impl", metavar="NAME", default=None,
+                    help="judge this implementation (`python`, the default, or one of [tool.vllm-gates.implementations]); "
+                         "an external one is built first when its sources changed")
     group.addoption("--gates-evidence", action="append", default=[], metavar="F",
                     help="the JSON report of an earlier run (another machine's): gates it executed under the fingerprint "
                          "they have now count toward the verdicts (repeatable)")
@@ -59,11 +64,13 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"vllm-gates configuration:\n{error}") from None
     if project is None:
         return
+    implementation = _implementation(project, config.getoption("gates_impl"))
     path = [str(project.root)] + [str(Path(entry)) for entry in config.getini("pythonpath")]
-    pool = WorkerPool(WorkerSpec(project.root, tuple(dict.fromkeys(path)), project.allowed_roots, project.worker_preload),
+    pool = WorkerPool(WorkerSpec(project.root, tuple(dict.fromkeys(path)), project.allowed_roots, project.worker_preload,
+                                 external=implementation.command, settings=implementation.settings),
                       budget_s=project.run_budget)
     run = GateRun(project, pool=pool, audit=bool(config.getoption("gates_audit")), json_path=config.getoption("gates_json"),
-                  markdown_path=config.getoption("gates_markdown"))
+                  markdown_path=config.getoption("gates_markdown"), impl=implementation.name)
     run.requested_rows = _requested_rows(run, list(config.getoption("gates_row") or ()), config.getoption("gates_changed_since"))
     run.markexpr = config.option.markexpr or ""
     run.evidence = _load_evidence(list(config.getoption("gates_evidence") or ()))
@@ -76,10 +83,24 @@ def pytest_configure(config: pytest.Config) -> None:
     register_profiles()
 
 
+def _implementation(project: Any, name: str | None) -> Implementation:
+    """The implementation --gates-impl names (python when none); a usage error names the known ones."""
+    chosen = project.implementation(name or PYTHON)
+    if chosen is None:
+        raise pytest.UsageError(f"--gates-impl {name}: unknown implementation (known: {', '.join(project.implementation_names)}; "
+                                f"declare others under [tool.vllm-gates.implementations] in pyproject.toml)")
+    return chosen
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     run = gate_run(session.config)
     if run is not None and _may_collect_gate_files(session.config, run):
         run.pool.spawner()  # the fork server imports its preload modules while the judge collects
+        implementation = run.project.implementation(run.impl)
+        if implementation is not None and implementation.external:
+            from _vllm_gates.builds import ensure_built
+
+            run.impl_broken = ensure_built(implementation, run.project.root) or ""
 
 
 def _may_collect_gate_files(config: pytest.Config, run: GateRun) -> bool:
@@ -160,11 +181,12 @@ class GateFileNode(pytest.File):
             return
         run.gate_files[gate_file.row] = gate_file
         refused = check_targets(run, gate_file)
+        operations, not_started = external_operations(run, gate_file) if run.pool.spec.external else (None, [])
         for gate in gate_file.gates:
             try:
-                if gate.id in refused:
-                    raise DefinitionError(refused[gate.id])
-                resolved = _resolve_gate(run, gate_file, gate)
+                if gate.id in refused or not_started:
+                    raise DefinitionError(refused.get(gate.id, []) + not_started)
+                resolved = _resolve_gate(run, gate_file, gate, operations)
             except DefinitionError as error:
                 yield DefinitionErrorItem.from_parent(self, name=f"definition[{gate.id}]", problems=error.problems,
                                                       **{**common, "gate_id": gate.id, "milestone": gate.milestone,
@@ -196,8 +218,11 @@ def _targets_by_role(gate_file: GateFile) -> dict[str, list[tuple[str, TargetRef
 
 
 def check_targets(run: GateRun, gate_file: GateFile) -> dict[str, list[Problem]]:
-    """Have each role's worker resolve its targets (none is imported here); the problems by gate id."""
+    """Have each role's worker resolve its targets (none is imported here); the problems by gate id. An external
+    implementation's impl worker is asked nothing here: its ready lists the operations it answers."""
     by_role = _targets_by_role(gate_file)
+    if run.pool.spec.external:
+        by_role["impl"] = []
     messages = {(gate_file.path, role): {"op": "check", "targets": [
         {"key": key, "target": ref.dotted, "anchor": ref.anchor, **({"signature_of": impl.dotted} if impl else {})}
         for key, ref, impl in entries]} for role, entries in by_role.items() if entries}
@@ -223,8 +248,21 @@ def check_targets(run: GateRun, gate_file: GateFile) -> dict[str, list[Problem]]
     return problems
 
 
-def _resolve_gate(run: GateRun, gate_file: GateFile, gate: Gate) -> ResolvedGate:
-    """Subjects answered by the file's workers; the gate's own compare and strategy resolved here."""
+def external_operations(run: GateRun, gate_file: GateFile) -> tuple[frozenset[str], list[Problem]]:
+    """The operations the external implementation's worker for this file answers, or the problem that it did not
+    build or start (every gate of the file is then in ERROR: a crash never looks like a pass)."""
+    where = gate_file.row_location or Location(gate_file.path, 1, 1)
+    if run.impl_broken:
+        return frozenset(), [Problem(where, f"implementation {run.impl}", run.impl_broken)]
+    try:
+        return run.pool.operations((gate_file.path, "impl")), []
+    except WorkerLost as lost:
+        return frozenset(), [Problem(where, f"implementation {run.impl}", str(lost))]
+
+
+def _resolve_gate(run: GateRun, gate_file: GateFile, gate: Gate, operations: frozenset[str] | None = None) -> ResolvedGate:
+    """Subjects answered by the file's workers; the gate's own compare and strategy resolved here. With an external
+    implementation (``operations``: what it answers), the impl is the gate's operation there, or NOT-IMPLEMENTED."""
     def subject(role: str, ref: TargetRef, build: TargetRef | None, label: str) -> Subject:
         return Subject(run.pool, (gate_file.path, role), ref, build, gate.timeout or run.project.call_timeout, label)
 
@@ -232,13 +270,24 @@ def _resolve_gate(run: GateRun, gate_file: GateFile, gate: Gate) -> ResolvedGate
         return resolve(ref, f"gate {gate.id}.{key}", run.project.allowed_roots) if ref is not None else None
 
     audit_ref = TargetRef(AUDIT_TARGET, gate.location)
+    impl = subject("impl", gate.impl, gate.build_impl, "impl")
+    audit = subject("known-bad", audit_ref, gate.build_impl, "the audit stand-in")
+    missing = ""
+    if operations is not None:
+        kinds = dict(run.project.error_kinds)
+        impl = replace(impl, build=None, operation=gate.operation, kinds=kinds, role=f"impl {run.impl}")
+        audit = replace(audit, worker=(gate_file.path, "impl"), build=None, kinds=kinds)
+        if gate.operation is None:
+            missing = f"gate {gate.id} names a Python target, not an operation of the row, so only the python implementation can answer it"
+        elif gate.operation not in operations:
+            missing = f"its worker does not list operation {gate.operation!r}"
     return ResolvedGate(
-        gate=gate, impl=subject("impl", gate.impl, gate.build_impl, "impl"),
+        gate=gate, impl=impl,
         oracle=subject("oracle", gate.oracle, gate.build_oracle, "oracle") if gate.oracle else None,
         compare=own(gate.compare, "compare"),
         strategy=own(gate.properties.strategy if gate.properties else None, "properties.strategy"),
         known_bad={kb.name: subject("known-bad", kb.target, gate.build_impl, f"known-bad {kb.name}") for kb in gate.known_bad},
-        audit=subject("known-bad", audit_ref, gate.build_impl, "the audit stand-in"))
+        audit=audit, not_implemented=not_implemented_skip(run.impl, missing) if missing else "")
 
 
 class GateNode(pytest.Collector):
@@ -372,6 +421,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             import signal
 
             signal.signal(signal.SIGTERM, run.previous_sigterm)
+        if run.previous_sigint is not None:
+            signal.signal(signal.SIGINT, run.previous_sigint)
 
 
 def _stop_on_sigterm(run: GateRun) -> None:
@@ -386,7 +437,23 @@ def _stop_on_sigterm(run: GateRun) -> None:
         run.interrupted = "SIGTERM"
         raise KeyboardInterrupt("SIGTERM")
 
+    def interrupt(signum: int, frame: Any) -> None:
+        # noted before it is raised: code that swallows the KeyboardInterrupt (a gc callback reports it as
+        # "unraisable") cannot turn an interrupted run into a green one; the next item stops the run again
+        run.interrupted = run.interrupted or "SIGINT"
+        raise KeyboardInterrupt("SIGINT")
+
     run.previous_sigterm = signal.signal(signal.SIGTERM, stop)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        run.previous_sigint = signal.signal(signal.SIGINT, interrupt)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A run already interrupted (its KeyboardInterrupt swallowed somewhere) runs no further item."""
+    run = gate_run(item.config)
+    if run is not None and run.interrupted:
+        raise KeyboardInterrupt(run.interrupted)
 
 
 class InterruptWatcher:

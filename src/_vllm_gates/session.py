@@ -67,11 +67,13 @@ class GateRun:
     markexpr: str = ""
     interrupted: str | None = None
     previous_sigterm: Any = None
+    previous_sigint: Any = None
     other_failures: int = 0
     summary: str = ""
     report: RunReport | None = None
     started: float = field(default_factory=time.time)
     impl: str = "python"
+    impl_broken: str = ""  # why the external implementation could not be built: every gate file's gates are ERROR
     not_run_why: str = ""  # why gates outside this run did not run, when it is not a marker filter
     evidence: list[GateEvidence] = field(default_factory=list)  # from --gates-evidence files
     device: Device = field(default_factory=lambda: Device("unknown"))
@@ -261,7 +263,8 @@ def judge_without_items(project: Config, options: dict[str, Any]) -> int:
 def judge_on_evidence(project: Project, evidence: list[GateEvidence], options: dict[str, Any]) -> int:
     """`gates verdict`: judge the claims of the rows asked for (all by default) from evidence alone, running nothing."""
     run = GateRun(project.config, json_path=options.get("json"), markdown_path=options.get("markdown"),
-                  junit_path=options.get("junit"), evidence=evidence, meta={"markexpr": "", "verdict_only": True})
+                  junit_path=options.get("junit"), evidence=evidence, meta={"markexpr": "", "verdict_only": True},
+                  impl=options.get("impl") or "python")
     run.gate_files = {gf.row: gf for gf in project.gate_files}
     run.broken = {row: message for row, (_, message) in project.broken.items()}
     run.requested_rows = tuple(options.get("rows") or (r.id for r in project.roadmap.rows))

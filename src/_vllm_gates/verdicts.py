@@ -15,6 +15,7 @@ class Verdict(str, Enum):
     PASS = "PASS"
     SKIPPED = "SKIPPED"
     UNPROVEN = "UNPROVEN"  # not executed in this run, and no usable evidence for it
+    NOT_IMPLEMENTED = "NOT-IMPLEMENTED"  # the judged implementation does not provide the gate's operation
     WEAK = "WEAK"
     EMPTY = "EMPTY"
     INCOMPLETE = "INCOMPLETE"
@@ -127,6 +128,9 @@ def gate_verdict(items: list[ItemResult], has_known_bad: bool, missing: tuple[st
         if item.kind == "properties" and item.outcome == "passed" and item.checks and item.values / item.checks < min_value_share:
             return Verdict.EMPTY, (f"the properties compared values on {item.values} of {item.checks} examples, below the gate's "
                                    f"min_value_share {min_value_share:g}; the rest only agreed on errors")
+    absent = next((i for i in items if i.outcome == "skipped" and _NOT_IMPLEMENTED_SKIP.match(i.detail)), None)
+    if absent is not None:
+        return Verdict.NOT_IMPLEMENTED, absent.detail
     if all(i.outcome == "skipped" for i in items):
         return Verdict.SKIPPED, items[0].detail
     if any(i.outcome == "skipped" for i in items):
@@ -148,7 +152,7 @@ def _unproven(gates: list[GateResult]) -> str:
 
 def claim_met(state: str, verdict: Verdict, gates: list[GateResult]) -> tuple[bool, str]:
     """README "Claims": DONE needs every gate PASS (here or on evidence); PARTIAL lets gpu gates be SKIPPED or
-    UNPROVEN; the other states tolerate FAIL; no state excuses ERROR, INCOMPLETE or EMPTY."""
+    UNPROVEN; the other states tolerate FAIL and NOT-IMPLEMENTED; no state excuses ERROR, INCOMPLETE or EMPTY."""
     if verdict in (Verdict.ERROR, Verdict.EMPTY, Verdict.INCOMPLETE):
         return False, f"{verdict.value} is never green"
     if state == "DONE" and verdict is Verdict.UNPROVEN:
@@ -289,6 +293,15 @@ def requirement_skip(marker: str, reason: str) -> str:
     """The skip reason of a gate item whose marker requires what this machine lacks (plugin.RequirementSkips), e.g.
     "gpu gate skipped: no CUDA device (...)"; exit_code tells these skips from others by it."""
     return f"{marker} gate skipped: {reason}"
+
+
+_NOT_IMPLEMENTED_SKIP = re.compile(r"^not implemented by '[^']+': ")
+
+
+def not_implemented_skip(impl: str, why: str) -> str:
+    """The skip reason of a gate item whose operation the judged implementation does not provide; gate_verdict
+    makes the gate NOT-IMPLEMENTED by it (it backs no DONE or PARTIAL claim)."""
+    return f"not implemented by {impl!r}: {why}"
 
 
 def skipped_for_requirement(item: ItemResult) -> bool:

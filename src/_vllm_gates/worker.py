@@ -18,6 +18,7 @@ from _vllm_gates.channel import PROTOCOL_VERSION, ChannelClosed, ProtocolError, 
 from _vllm_gates.errors import DefinitionError, Location
 from _vllm_gates.model import TargetRef
 from _vllm_gates.plain import NotPlain, decode, encode
+from _vllm_gates.settings import set_current
 from _vllm_gates.standins import WRONG_RESULT
 from _vllm_gates.targets import check_same_signature, resolve
 
@@ -167,6 +168,7 @@ def serve(fd: int) -> int:
     for entry in reversed(hello.get("path", [])):
         sys.path.insert(0, entry)
     worker = Worker(tuple(hello["allowed_roots"]))
+    set_current(hello.get("settings", {}))
     send(sock, {"op": "ready", "version": PROTOCOL_VERSION, "pid": os.getpid(), "language": "python"})
     handlers = {"check": worker.check, "call": worker.call}
     while True:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,8 @@ class WorkerSpec:
     allowed_roots: tuple[str, ...]
     preload: tuple[str, ...] = ()
     command: tuple[str, ...] = (sys.executable, "-m", "_vllm_gates.worker")
+    external: tuple[str, ...] = ()  # the impl role's command when an external implementation is judged (else Python's)
+    settings: tuple[tuple[str, str], ...] = ()  # the judged implementation's settings, sent to every worker in hello
 
 
 class Spawner:
@@ -145,8 +147,9 @@ class WorkerProcess:
         self.sock = judge_end
         self.next_id = 0
         send(self.sock, {"op": "hello", "version": PROTOCOL_VERSION, "root": str(spec.root), "path": list(spec.path),
-                         "allowed_roots": list(spec.allowed_roots), "role": label})
+                         "allowed_roots": list(spec.allowed_roots), "role": label, "settings": dict(spec.settings)})
         self.started = False
+        self.operations: frozenset[str] | None = None  # what an external worker's ready said it answers
         self.told_bye = False
 
     def wait_ready(self) -> None:
@@ -156,6 +159,12 @@ class WorkerProcess:
         if reply.get("op") != "ready" or reply.get("version") != PROTOCOL_VERSION:
             self.kill()
             raise WorkerLost(f"worker {self.label} did not start: {str(reply)[:300]}")
+        operations = reply.get("operations")
+        if operations is not None:
+            if not (isinstance(operations, list) and all(isinstance(o, str) for o in operations)):
+                self.kill()
+                raise WorkerLost(f"worker {self.label} did not start: `operations` in its ready is not a list of names: {str(operations)[:200]}")
+            self.operations = frozenset(operations)
         self.started = True
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -270,6 +279,7 @@ class WorkerPool:
     started_at: float = field(default_factory=time.monotonic)
     workers: dict[tuple[str, str], WorkerProcess] = field(default_factory=dict)
     _spawner: Spawner | None = None
+    _external: Spawner | None = None
 
     def spawner(self) -> Spawner:
         """The fork server where the platform can fork (a worker then costs a fork, not an interpreter start and the
@@ -278,13 +288,34 @@ class WorkerPool:
             self._spawner = ForkServer(self.spec) if hasattr(os, "fork") else Spawner(self.spec)
         return self._spawner
 
+    def spawner_for(self, role: str) -> Spawner:
+        """An external implementation's own command for the impl role; the engine's Python worker otherwise."""
+        if role == "impl" and self.spec.external:
+            if self._external is None:
+                self._external = Spawner(replace(self.spec, command=self.spec.external))
+            return self._external
+        return self.spawner()
+
     def worker(self, key: tuple[str, str]) -> WorkerProcess:
         found = self.workers.get(key)
         if found is None or not found.alive():
             if found is not None:
                 found.kill()
-            found = self.workers[key] = WorkerProcess(self.spec, f"{key[1]} of {key[0]}", self.spawner())
+            found = self.workers[key] = WorkerProcess(self.spec, f"{key[1]} of {key[0]}", self.spawner_for(key[1]))
         return found
+
+    def operations(self, key: tuple[str, str], timeout: float = STARTUP_TIMEOUT) -> frozenset[str]:
+        """The operations the (external) worker for ``key`` says it answers; WorkerLost if it does not start."""
+        worker = self.worker(key)
+        try:
+            worker.wait_ready()
+        except WorkerLost:
+            self.workers.pop(key, None)
+            raise
+        if worker.operations is None:
+            self.discard(key)
+            raise WorkerLost(f"worker {worker.label} did not list the operations it answers (`operations` in its ready)")
+        return worker.operations
 
     def start(self, keys: list[tuple[str, str]]) -> None:
         """Start these workers at once, so their imports run side by side."""
@@ -376,3 +407,4 @@ class WorkerPool:
         if self._spawner is not None:
             self._spawner.close()
             self._spawner = None
+        self._external = None

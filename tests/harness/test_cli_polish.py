@@ -310,11 +310,16 @@ def _blocked_on_output(process: subprocess.Popen[str], timeout: float = 60) -> N
     raise AssertionError("never blocked on its output")
 
 
+def _default_sigint() -> None:
+    """A child started from a background job inherits SIGINT ignored: Ctrl-C must reach it as it does in a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupted(command: list[str], cwd: Path, until_busy=_blocked_on_output, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Ctrl-C (SIGINT to the process) once ``until_busy(process)`` returns: by default, once it is stuck writing
     output that nobody reads yet. Returns the exit status and stderr."""
     process = subprocess.Popen(command, cwd=cwd, env=env or _env(PYTHONUNBUFFERED=None), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     try:
         until_busy(process)
         process.send_signal(signal.SIGINT)
@@ -378,10 +383,11 @@ def test_ctrl_c_in_gates_run_stops_it_without_a_traceback(tmp_path):
     impl = project / IMPL
     impl.write_text(impl.read_text(encoding="utf-8").replace(RETURN, "    import time\n    time.sleep(0.05)\n" + RETURN), encoding="utf-8")
     process = subprocess.Popen([*_gates(), "run", "--json", "out.json"], cwd=project, env=_env(), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    time.sleep(4)
+                               stderr=subprocess.STDOUT, text=True, preexec_fn=_default_sigint)
+    first = process.stdout.read(1)  # the first progress mark: the run is under way (not still starting up)
     process.send_signal(signal.SIGINT)
     out, _ = process.communicate(timeout=120)
+    out = first + out
     assert process.returncode == 130, out
     assert "Traceback" not in out, out
     assert json.loads((project / "out.json").read_text(encoding="utf-8"))["interrupted"] == "SIGINT"

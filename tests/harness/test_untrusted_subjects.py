@@ -163,10 +163,12 @@ def test_an_interrupted_run_says_so_and_meets_no_claim(tmp_path, stop):
     impl.write_text(impl.read_text(encoding="utf-8").replace(RETURN, "    import time\n    time.sleep(0.05)\n" + RETURN), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
     process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.cli", "run", "--json", "out.json"], cwd=project, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(4)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
+    first = process.stdout.read(1)  # the first progress mark: the run is under way, not still starting up
     process.send_signal(stop)
     out, _ = process.communicate(timeout=120)
+    out = first + out
     assert process.returncode == 130, out
     report = json.loads((project / "out.json").read_text(encoding="utf-8"))
     assert report["interrupted"] == report["meta"]["interrupted"] == stop.name and report["exit_code"] == 130

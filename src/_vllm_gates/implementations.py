@@ -1,0 +1,124 @@
+"""Implementations by name (`[tool.vllm-gates.implementations.NAME]`): the built-in `python` port, and external
+ones that speak the worker protocol (docs/worker-protocol.md §12), each with its build, sources and settings.
+
+An external implementation answers a gate's `operation:` (the row's `operations.yaml`); its errors are the
+language-neutral kinds of `[tool.vllm-gates.error-kinds]`, to which the Python port's exception classes map.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+PYTHON = "python"  # the default implementation: the gate's Python targets, run by the engine's own worker
+NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+KIND = re.compile(r"^[a-z][a-z0-9-]*$")
+EXCEPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+KEYS = {"command", "build", "sources", "build-env", "settings", "description"}
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One implementation a run may judge: its worker command (empty: the Python port), how to build it, the files
+    its build depends on, the environment variables that change a build, and settings its gates read."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    build: tuple[tuple[str, ...], ...] = ()
+    sources: tuple[str, ...] = ()
+    build_env: tuple[str, ...] = ()
+    settings: tuple[tuple[str, str], ...] = ()
+    description: str = ""
+
+    @property
+    def external(self) -> bool:
+        return bool(self.command)
+
+    def settings_map(self) -> dict[str, str]:
+        return dict(self.settings)
+
+
+DEFAULT_ERROR_KINDS: tuple[tuple[str, str], ...] = ()
+
+
+def _argv(value: Any) -> tuple[str, ...] | None:
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    return None
+
+
+def read_implementations(table: Any, problem: Callable[[str, str], None]) -> tuple[Implementation, ...]:
+    """The `implementations` table: `python` (settings only) and external ones; problems name the key and value."""
+    if not isinstance(table, dict):
+        problem("implementations", f"expected a table of implementations, got {table!r}")
+        return (Implementation(PYTHON),)
+    found = {PYTHON: Implementation(PYTHON)}
+    for name, body in table.items():
+        key = f"implementations.{name}"
+        if not NAME.match(name):
+            problem(key, f"implementation name {name!r} must match {NAME.pattern}")
+            continue
+        if not isinstance(body, dict):
+            problem(key, f"expected a table, got {body!r}")
+            continue
+        unknown = sorted(set(body) - KEYS)
+        if unknown:
+            problem(f"{key}.{unknown[0]}", f"unknown key (accepted: {', '.join(sorted(KEYS))})")
+            continue
+        settings = _settings(body.get("settings", {}), f"{key}.settings", problem)
+        if name == PYTHON:
+            extra = sorted(set(body) - {"settings", "description"})
+            if extra:
+                problem(f"{key}.{extra[0]}", "the python implementation is the engine's own worker: only `settings` may be set")
+            found[name] = Implementation(PYTHON, settings=settings, description=str(body.get("description", "")))
+            continue
+        command = _argv(body.get("command"))
+        if command is None:
+            problem(f"{key}.command", f"expected the worker command as a non-empty list of strings, got {body.get('command')!r}")
+            continue
+        build = body.get("build", [])
+        steps = tuple(_argv(step) for step in build) if isinstance(build, list) else (None,)
+        if any(step is None for step in steps):
+            problem(f"{key}.build", f"expected a list of commands, each a non-empty list of strings, got {build!r}")
+            continue
+        sources, build_env = body.get("sources", []), body.get("build-env", [])
+        if not (isinstance(sources, list) and all(isinstance(s, str) and s for s in sources)):
+            problem(f"{key}.sources", f"expected a list of glob patterns, got {sources!r}")
+            continue
+        if steps and not sources:
+            problem(f"{key}.sources", "an implementation with a build needs `sources`: the files whose hash says it is out of date")
+            continue
+        if not (isinstance(build_env, list) and all(isinstance(s, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", s) for s in build_env)):
+            problem(f"{key}.build-env", f"expected a list of environment variable names, got {build_env!r}")
+            continue
+        found[name] = Implementation(name, command, steps, tuple(sources), tuple(build_env), settings,  # type: ignore[arg-type]
+                                     str(body.get("description", "")))
+    return tuple(found.values())
+
+
+def _settings(value: Any, key: str, problem: Callable[[str, str], None]) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        problem(key, f"expected a table of text settings (name = \"value\"), got {value!r}")
+        return ()
+    return tuple(sorted(value.items()))
+
+
+def read_error_kinds(table: Any, problem: Callable[[str, str], None]) -> tuple[tuple[str, str], ...]:
+    """`error-kinds`: the Python port's exception class names mapped to language-neutral kinds."""
+    if not isinstance(table, dict):
+        problem("error-kinds", f"expected a table `ExceptionName = \"kind\"`, got {table!r}")
+        return ()
+    found = []
+    for name, kind in table.items():
+        if not EXCEPTION_NAME.match(name):
+            problem(f"error-kinds.{name}", f"{name!r} is not an exception class name")
+        elif not isinstance(kind, str) or not KIND.match(kind):
+            problem(f"error-kinds.{name}", f"expected a kind such as \"invalid-argument\" (matching {KIND.pattern}), got {kind!r}")
+        else:
+            found.append((name, kind))
+    return tuple(found)
+
+
+def kind_of(classes: tuple[str, ...] | list[str], kinds: Mapping[str, str]) -> str | None:
+    """The error kind of a Python exception, by the first class along its MRO that has one."""
+    return next((kinds[name] for name in classes if name in kinds), None)

@@ -1,0 +1,87 @@
+"""A stand-alone external implementation of the example row, in the protocol an external worker speaks
+(docs/worker-protocol.md §12), written without the engine: the tests' stand-in for a C++ driver.
+
+`python external_worker.py MODE --fd N`. MODE: correct | wrong-value | wrong-kind | few-facts | no-operations |
+refuse | crash-at-start | not-implemented-at-call.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import sys
+
+
+def read_frame(sock: socket.socket) -> dict | None:
+    header = b""
+    while len(header) < 4:
+        chunk = sock.recv(4 - len(header))
+        if not chunk:
+            return None
+        header += chunk
+    length = struct.unpack(">I", header)[0] & 0x7FFFFFFF
+    body = b""
+    while len(body) < length:
+        chunk = sock.recv(length - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return json.loads(body)
+
+
+def write_frame(sock: socket.socket, message: dict) -> None:
+    body = json.dumps(message, separators=(",", ":")).encode()
+    sock.sendall(struct.pack(">I", len(body)) + body)
+
+
+def decode_map(data: object) -> dict:
+    assert isinstance(data, dict) and set(data) == {"$map"}
+    return {key: value for key, value in data["$map"]}
+
+
+def page_bytes(mode: str, data: dict) -> dict:
+    heads = data["heads"]
+    if heads < 0:
+        if mode == "wrong-kind":
+            return {"raised": {"type": "runtime-error", "mro": ["runtime-error"], "message": f"heads must be >= 0, got {heads}"}}
+        text = "negative head count" if mode == "few-facts" else f"heads must be >= 0, got {heads}"
+        return {"raised": {"type": "invalid-argument", "mro": ["invalid-argument"], "message": text}}
+    value = 2 * data["block_size"] * heads * data["head_size"] * data["dtype_bytes"]
+    return {"value": value + (1 if mode == "wrong-value" else 0)}
+
+
+def main() -> int:
+    mode, fd = sys.argv[1], int(sys.argv[sys.argv.index("--fd") + 1])
+    if mode == "crash-at-start":
+        print("external worker: cannot start", file=sys.stderr)
+        return 9
+    sock = socket.socket(fileno=fd)
+    os.set_inheritable(fd, False)
+    hello = read_frame(sock)
+    if mode == "refuse" or hello is None or hello.get("op") != "hello":
+        write_frame(sock, {"op": "refused", "reason": "this worker refuses"})
+        return 2
+    with open(os.environ.get("EXTERNAL_WORKER_LOG", os.devnull), "a") as log:
+        log.write(json.dumps(hello.get("settings")) + "\n")
+    operations = [] if mode == "no-operations" else ["page-bytes"]
+    write_frame(sock, {"op": "ready", "version": hello["version"], "pid": os.getpid(), "language": "python-external",
+                       "operations": operations})
+    while True:
+        request = read_frame(sock)
+        if request is None or request.get("op") == "bye":
+            return 0
+        reply: dict = {"id": request.get("id")}
+        if request.get("op") != "call":
+            reply["error"] = {"kind": "protocol", "message": f"unknown op {request.get('op')!r}"}
+        elif request.get("target") == "_vllm_gates.standins:wrong_everywhere":
+            reply["result"] = {"value": {"$wrong": True}}
+        elif request.get("operation") != "page-bytes" or mode == "not-implemented-at-call":
+            reply["error"] = {"kind": "not-implemented", "message": f"no operation {request.get('operation')!r}"}
+        else:
+            reply["result"] = page_bytes(mode, decode_map(request["input"]))
+        write_frame(sock, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
