@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CPU job: the README's test command, run once. It runs the harness's own tests and every row's cpu gates;
 # the plugin then prints the row table, writes the reports and exits with the claims' exit code (README, "Exit codes").
-# Expects the project installed (pip install -e '.[test]'). The reports are written whether the run passes or fails;
+# Then it judges the C++ implementation (drivers/cpp) on the same cpu gates. Expects the project installed
+# (pip install -e '.[test]') and the C++ toolchain (ci/install-system-deps.sh). The reports are written whether the run passes or fails;
 # $GATES_REPORTS/gates-cpu.json is the CPU side's evidence for `gates verdict` (docs/evidence.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,14 @@ status=0
 python -m pytest -m cpu --junitxml="$reports/cpu.xml" --gates-json="$reports/gates-cpu.json" \
   --gates-markdown="$reports/gates-cpu.md" || status=$?
 
-if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$reports/gates-cpu.md" ]; then cat "$reports/gates-cpu.md" >> "$GITHUB_STEP_SUMMARY"; fi
+echo "== gates run --impl cpp --marker cpu (the C++ implementation in drivers/cpp, built when out of date)"
+cpp_status=0
+python -m _vllm_gates.cli run --impl cpp --marker cpu --json "$reports/gates-cpu-cpp.json" \
+  --markdown "$reports/gates-cpu-cpp.md" --junit "$reports/cpu-cpp.xml" || cpp_status=$?
+[ "$status" -ne 0 ] || status=$cpp_status
+
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+  for md in "$reports/gates-cpu.md" "$reports/gates-cpu-cpp.md"; do [ -f "$md" ] && cat "$md" >> "$GITHUB_STEP_SUMMARY"; done
+fi
 echo "ci/cpu.sh: exit $status; reports in $reports"
 exit "$status"

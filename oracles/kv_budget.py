@@ -2,7 +2,8 @@
 
 Mirrors vllm/v1/worker/gpu_worker.py (a byte budget is the available memory, verbatim) and
 vllm/v1/core/kv_cache_utils.py (override, then blocks from memory). The count is found by searching
-for the largest pool whose meta-device allocation stays within the budget, not by dividing.
+for the largest pool whose meta-device allocation stays within the budget, not by dividing; a count the
+port's int32_t cannot hold is refused.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Sequence
 from oracles.kv_allocation import PagedLayer, StateLayer, allocated_bytes
 
 FALLBACK_BLOCKS = 256  # the C++ port's pool until the profile run exists
+INT32_BLOCKS = 2**31 - 1  # the port's block count is an int32_t (vllm_model_params.num_blocks, EngineParams)
 
 
 def _paged_bytes(layers: Sequence[PagedLayer | StateLayer], blocks: int) -> int:
@@ -50,5 +52,7 @@ def blocks_for_knobs(*, num_blocks: int, kv_cache_memory_bytes: int, layers: Seq
         blocks = largest_pool_within(layers, value)
         if blocks == 0:
             raise ValueError(f"{value} bytes do not hold one KV block")
+        if blocks > INT32_BLOCKS:
+            raise ValueError(f"{value} bytes hold {blocks} blocks, more than an int32_t count ({INT32_BLOCKS})")
         return blocks
     return FALLBACK_BLOCKS

@@ -1,130 +1,141 @@
-"""The header's version history, checked append-only: each version's members are a prefix of the next's (CAPI-3.1 to CAPI-3.5).
+"""The header's version history, checked append-only: each version's members are a prefix of the next's, every version
+bump is explained by a new member or by the version history (CAPI-3.1 to CAPI-3.6).
 
-Reads the "[vN]" annotations and "vN +member" history lines of spec/include/vllm.h (mirrors the port's include/vllm.h).
+Reads either convention of impl.capi.header_reader ("[vN]" annotations, or the port's "(ABI vN)" headings and version
+log, as in the C++ port's include/vllm.h, which bumped v17 and v18 for entry points only).
 """
 from __future__ import annotations
 
-import re
-from typing import Iterable
+from typing import Iterable, Mapping, Sequence
 
 from impl.capi.abi import FIELD_SINCE, MEMBERS, VLLM_ABI_VERSION
 from impl.capi.errors import AbiHistoryError
+from impl.capi.header_reader import (ANNOTATIONS, HEADINGS, HeaderFacts, Member, read_abi_version,
+                                     read_annotation_history, read_header, read_members)
+from impl.capi.layout import C_TYPE_NAMES, offsets_of
 
-_MACRO = re.compile(r"#\s*define\s+VLLM_ABI_VERSION\s+(\S+)")
-_ANNOTATION = re.compile(r"^\[v(\d+)\]")
-_ENTRY = re.compile(r"^v(\d+)\s+(.*)$")
-_MEMBER = re.compile(r"^(.*?)\b([A-Za-z_]\w*)\s*;$")
-
-
-def _comment_text(line: str) -> str:
-    """The text of a comment line with its ``/*``, ``*`` and ``*/`` markers removed."""
-    return line.strip().removeprefix("/*").removesuffix("*/").strip().lstrip("*").strip()
+__all__ = ["ANNOTATIONS", "HEADINGS", "Member", "check_history", "field_history", "header_history",
+           "mirror_history", "read_abi_version", "read_annotation_history", "read_header", "read_members"]
 
 
-def read_abi_version(text: str) -> int:
-    """The value of the one ``#define VLLM_ABI_VERSION``."""
-    values = [m.group(1) for line in text.splitlines() if (m := _MACRO.match(line.strip()))]
-    if len(values) != 1 or not values[0].isdigit():
-        raise AbiHistoryError(f"expected one '#define VLLM_ABI_VERSION <number>', found {values}")
-    return int(values[0])
+def _moved_offsets(members: Sequence[Member], released: int) -> str:
+    """Which members of the v``released`` struct sit at other offsets in the struct as declared."""
+    before = offsets_of([(m.name, m.ctype) for m in members if m.since <= released])
+    now = offsets_of([(m.name, m.ctype) for m in members])
+    if isinstance(before, str) or isinstance(now, str):
+        return f"offsets not computed: {before if isinstance(before, str) else now}"
+    moved = [f"{name} {offset} -> {now[name]}" for name, offset in before.items() if now[name] != offset]
+    if not moved:
+        return f"no v{released} offset moved (the member fills padding), but later versions would read it as theirs"
+    return f"offsets that moved from the v{released} layout: {', '.join(moved)}"
 
 
-def read_members(text: str) -> list[tuple[str, int]]:
-    """``(member, version)`` pairs of ``vllm_model_params`` in declaration order, from the "[vN]" annotations."""
-    lines = text.splitlines()
-    try:
-        start = next(i for i, line in enumerate(lines) if line.strip().startswith("typedef struct vllm_model_params"))
-    except StopIteration:
-        raise AbiHistoryError("the header does not declare 'typedef struct vllm_model_params'") from None
-    members: list[tuple[str, int]] = []
-    comment: list[str] = []
-    in_comment = False
-    for line in lines[start + 1:]:
-        stripped = line.strip()
-        if stripped.startswith("}"):
-            return members
-        if in_comment or stripped.startswith("/*"):
-            comment.append(_comment_text(stripped))
-            in_comment = "*/" not in stripped
-            continue
-        if not stripped:
-            continue
-        declared = _MEMBER.match(stripped)
-        if declared is None:
-            raise AbiHistoryError(f"cannot read the member line {stripped!r}")
-        annotation = _ANNOTATION.match(" ".join(comment).strip())
-        if annotation is None:
-            raise AbiHistoryError(f"member {declared.group(2)!r} has no '[vN]' annotation opening its comment")
-        members.append((declared.group(2), int(annotation.group(1))))
-        comment = []
-    raise AbiHistoryError("the struct vllm_model_params is not closed")
+def check_order(members: Sequence[Member]) -> None:
+    """Versions never decrease along the struct: a member inserted mid-struct is refused, naming it and the
+    offsets it moves for the callers of the version before it."""
+    for before, after in zip(members, members[1:]):
+        if after.since < before.since:
+            raise AbiHistoryError(
+                f"member {before.name!r} [v{before.since}] stands before {after.name!r} [v{after.since}]: a "
+                f"v{before.since} member was inserted mid-struct, moving {after.name!r} for v{after.since} callers; "
+                f"{_moved_offsets(members, before.since - 1)}")
 
 
-def read_history(text: str) -> dict[int, list[str]]:
-    """The members each history entry says its version appended ("+name" words)."""
-    entries: dict[int, list[str]] = {}
-    current: int | None = None
-    for line in text.splitlines():
-        if not line.lstrip().startswith("*"):
-            current = None
-            continue
-        body = _comment_text(line)
-        entry = _ENTRY.match(body)
-        if entry:
-            current = int(entry.group(1))
-            if current in entries:
-                raise AbiHistoryError(f"two history entries for v{current}")
-            entries[current] = []
-        elif not body or not line.startswith(" *        "):
-            current = None
-            continue
-        if current is not None:
-            entries[current] += [word[1:] for word in body.split() if word.startswith("+")]
-    return {version: [name.rstrip(":,.;") for name in names] for version, names in entries.items()}
+def check_bumps(members: Sequence[Member], abi_version: int, log: Mapping[int, Sequence[str]] | None) -> None:
+    """No member is newer than ``VLLM_ABI_VERSION``; every version without a new member has a history entry (a bump
+    for entry points only), and the history has no entry past ``VLLM_ABI_VERSION``. ``log`` None (no history is
+    read): the newest member's version must be ``VLLM_ABI_VERSION``."""
+    newest = max(m.since for m in members)
+    if newest > abi_version:
+        raise AbiHistoryError(f"VLLM_ABI_VERSION is {abi_version} but the newest member is from v{newest}: "
+                              "a new member needs a version bump")
+    if log is None:
+        if newest != abi_version:
+            raise AbiHistoryError(f"VLLM_ABI_VERSION is {abi_version} but the newest member is from v{newest}, and "
+                                  "no version history explains the bumps after it")
+        return
+    with_members = {m.since for m in members}
+    for version in range(1, abi_version + 1):
+        if version not in with_members and version not in log:
+            raise AbiHistoryError(f"v{version} has no member and no entry in the version history: VLLM_ABI_VERSION "
+                                  f"{abi_version} counts a version bump the history does not explain")
+    beyond = sorted(v for v in log if not 1 <= v <= abi_version)
+    if beyond:
+        raise AbiHistoryError(f"the version history has entries for {['v%d' % v for v in beyond]} outside "
+                              f"v1..v{abi_version}: a bump the VLLM_ABI_VERSION macro does not have")
 
 
-def field_history(members: Iterable[tuple[str, int]], abi_version: int,
-                  entries: dict[int, list[str]] | None = None) -> dict[str, object]:
-    """Each version's member list, ``{"abi_version": N, "versions": {"v1": [...], ..., "vN": [...]}}``.
+def check_log(facts: HeaderFacts) -> None:
+    """The history agrees with the members' versions: an annotations header has one entry per version whose
+    ``+member`` words are exactly the members annotated with it; a headings header's entries name as
+    ``vllm_model_params.<member>`` only members headed with their version."""
+    since = {m.name: m.since for m in facts.members}
+    if facts.convention == ANNOTATIONS:
+        if sorted(facts.log) != list(range(1, facts.abi_version + 1)):
+            raise AbiHistoryError(f"the history needs exactly one entry for each of v1..v{facts.abi_version}, "
+                                  f"it has {sorted(facts.log)}")
+        for version, listed in facts.log.items():
+            annotated = [name for name, v in since.items() if v == version]
+            if sorted(listed) != sorted(annotated):
+                raise AbiHistoryError(f"the v{version} history entry appends {sorted(listed)} but the members "
+                                      f"annotated [v{version}] are {sorted(annotated)}")
+        return
+    for version, named in sorted(facts.log.items()):
+        for name in named:
+            if name not in since:
+                raise AbiHistoryError(f"the v{version} version-log entry names vllm_model_params.{name}, but the "
+                                      f"struct declares no member {name!r}: a bump the struct does not show")
+            if since[name] != version:
+                raise AbiHistoryError(f"the v{version} version-log entry names vllm_model_params.{name}, but the "
+                                      f"struct has {name!r} in its (ABI v{since[name]}) run: a member needs its own "
+                                      "heading, or it joins the run before it")
 
-    Every member has a version in 1..``abi_version``; versions never decrease along the struct (so each
-    version's list is a prefix of the next); the newest member's version is ``abi_version``; and, when
-    ``entries`` is given, each history entry names exactly the members annotated with its version.
-    """
-    ordered = list(members)
-    names = [name for name, _ in ordered]
+
+def _check_names(members: Sequence[Member]) -> None:
+    names = [m.name for m in members]
     if len(set(names)) != len(names):
         raise AbiHistoryError(f"a member is declared twice: {names}")
-    for (before, v_before), (after, v_after) in zip(ordered, ordered[1:]):
-        if v_after < v_before:
-            raise AbiHistoryError(f"member {before!r} [v{v_before}] stands before {after!r} [v{v_after}]: "
-                                  f"a v{v_before} member was inserted mid-struct, moving {after!r} for v{v_after} callers")
-    if not ordered or ordered[0][1] < 1:
-        raise AbiHistoryError(f"versions start at v1; got members {ordered}")
-    newest = ordered[-1][1]
-    if newest != abi_version:
-        raise AbiHistoryError(f"VLLM_ABI_VERSION is {abi_version} but the newest member is from v{newest}: "
-                              "a new member needs a version bump, and a bump needs a new member")
-    if entries is not None:
-        _check_entries(ordered, abi_version, entries)
+    if members[0].since < 1 or min(m.since for m in members) < 1:
+        raise AbiHistoryError(f"versions start at v1; got members {[(m.name, m.since) for m in members]}")
+
+
+def versions(members: Sequence[Member], abi_version: int) -> dict[str, object]:
+    """``{"abi_version": N, "versions": {"v1": [...], ..., "vN": [...]}}``: each version's members, in order."""
     return {"abi_version": abi_version,
-            "versions": {f"v{v}": [name for name, since in ordered if since <= v] for v in range(1, abi_version + 1)}}
+            "versions": {f"v{v}": [m.name for m in members if m.since <= v] for v in range(1, abi_version + 1)}}
 
 
-def _check_entries(ordered: list[tuple[str, int]], abi_version: int, entries: dict[int, list[str]]) -> None:
-    if sorted(entries) != list(range(1, abi_version + 1)):
-        raise AbiHistoryError(f"the history needs exactly one entry for each of v1..v{abi_version}, "
-                              f"it has {sorted(entries)}")
-    for version, listed in entries.items():
-        annotated = [name for name, since in ordered if since == version]
-        if sorted(listed) != sorted(annotated):
-            raise AbiHistoryError(f"the v{version} history entry appends {sorted(listed)} but the members "
-                                  f"annotated [v{version}] are {sorted(annotated)}")
+def check_history(facts: HeaderFacts) -> dict[str, object]:
+    """:func:`versions` of a header whose history holds: names, order, bumps and the history's entries."""
+    members = list(facts.members)
+    _check_names(members)
+    check_order(members)
+    check_bumps(members, facts.abi_version, facts.log)
+    check_log(facts)
+    return versions(members, facts.abi_version)
+
+
+def field_history(members: Iterable[Member | tuple[str, int]], abi_version: int,
+                  entries: Mapping[int, Sequence[str]] | None = None) -> dict[str, object]:
+    """The checks of :func:`check_history` on ``(name, version)`` members (or :class:`Member`s) of an annotations
+    header; without ``entries`` no history is read, and the newest member's version must be ``abi_version``."""
+    ordered = [m if isinstance(m, Member) else Member(m[0], _MIRROR_TYPES.get(m[0], "other"), m[1]) for m in members]
+    if not ordered:
+        raise AbiHistoryError("versions start at v1; got no member")
+    _check_names(ordered)
+    check_order(ordered)
+    check_bumps(ordered, abi_version, entries)
+    if entries is not None:
+        check_log(HeaderFacts(ANNOTATIONS, abi_version, tuple(ordered), {v: tuple(n) for v, n in entries.items()}))
+    return versions(ordered, abi_version)
+
+
+_MIRROR_TYPES = {name: C_TYPE_NAMES[ctype] for name, ctype, _ in MEMBERS}
 
 
 def header_history(header_text: str) -> dict[str, object]:
-    """:func:`field_history` of a header's text: its annotations, its version macro, its history entries."""
-    return field_history(read_members(header_text), read_abi_version(header_text), read_history(header_text))
+    """:func:`check_history` of a header's text, in whichever convention it is written."""
+    return check_history(read_header(header_text))
 
 
 def mirror_history() -> dict[str, object]:

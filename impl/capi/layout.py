@@ -5,7 +5,7 @@ Read from the ctypes ``ModelParams`` (mirrors spec/include/vllm.h); the gate com
 from __future__ import annotations
 
 import ctypes
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from impl.capi.abi import FIELD_SINCE, ModelParams
 
@@ -29,3 +29,17 @@ def struct_layout(struct: type[ctypes.Structure], since: Mapping[str, int]) -> d
 def model_params_layout() -> dict[str, object]:
     """The layout of :class:`ModelParams` with the version of each member."""
     return struct_layout(ModelParams, FIELD_SINCE)
+
+
+_CTYPES_BY_NAME: Mapping[str, type] = {name: ctype for ctype, name in C_TYPE_NAMES.items()}
+_CTYPES_BY_NAME = {**_CTYPES_BY_NAME, "char *": ctypes.c_char_p, "const void *": ctypes.c_void_p}
+
+
+def offsets_of(members: Sequence[tuple[str, str]]) -> dict[str, int] | str:
+    """Each member's offset in a struct of ``(name, C type)`` members laid out in order (this machine's ABI), or,
+    when a member's type is not one the mirror knows, the reason the offsets cannot be computed."""
+    unknown = next(((n, t) for n, t in members if t not in _CTYPES_BY_NAME), None)
+    if unknown is not None:
+        return f"member {unknown[0]!r} has the C type {unknown[1]!r}, which this reader does not lay out"
+    struct = type("Laid", (ctypes.Structure,), {"_fields_": [(n, _CTYPES_BY_NAME[t]) for n, t in members]})
+    return {name: getattr(struct, name).offset for name, _ in members}

@@ -158,11 +158,21 @@ def _available_kv_memory(profile: Any) -> int:
     return avail
 
 
+def _int32_block_count(blocks: int, source: str, bpb: int) -> int:
+    """A resolved block count the int32_t ``num_blocks`` can hold; a larger one is refused, never wrapped (issue 12).
+    ``source`` names the bytes ("--kv-cache-memory N bytes makes")."""
+    if blocks > INT32_MAX:
+        raise ValueError(f"{source} {blocks} KV blocks of {bpb} bytes, more than the {INT32_MAX} an engine counts "
+                         "(vllm_model_params.num_blocks is an int32_t); give a smaller budget or --num-blocks")
+    return blocks
+
+
 def resolve_kv_pool(params: EngineParams, probe: KVCacheConfig, profile: Any = None) -> PoolSizing:
     """Size the KV pool: num_blocks > kv_cache_memory_bytes > profile > the 256-block fallback.
 
     The override is returned as given, without a fit check (as vLLM's num_gpu_blocks_override).
-    A byte budget is floor-divided by the bytes per block and ignores the utilization (as vLLM).
+    A byte budget is floor-divided by the bytes per block and ignores the utilization (as vLLM); a count above
+    INT32_MAX (the C struct's and the engine's int32_t) is a ValueError naming the count and the limit.
     ``profile`` is any object with an int ``available_kv_cache_memory`` (bytes left for the pool).
     """
     if not isinstance(params, EngineParams):
@@ -177,7 +187,8 @@ def resolve_kv_pool(params: EngineParams, probe: KVCacheConfig, profile: Any = N
                 f"--kv-cache-memory {budget} bytes is smaller than a single KV block ({bpb} bytes); "
                 "raise --kv-cache-memory or set an explicit --num-blocks"
             )
-        return PoolSizing(budget // bpb, "kv_cache_memory_bytes", bpb)
+        blocks = _int32_block_count(budget // bpb, f"--kv-cache-memory {budget} bytes makes", bpb)
+        return PoolSizing(blocks, "kv_cache_memory_bytes", bpb)
     if profile is not None:
         avail = _available_kv_memory(profile)
         if avail <= 0:
@@ -192,7 +203,8 @@ def resolve_kv_pool(params: EngineParams, probe: KVCacheConfig, profile: Any = N
                 f"the {avail} bytes of available KV cache memory are smaller than a single KV block "
                 f"({bpb} bytes); increase `gpu_memory_utilization`, or set --kv-cache-memory or --num-blocks"
             )
-        return PoolSizing(avail // bpb, "gpu_memory_utilization", bpb)
+        blocks = _int32_block_count(avail // bpb, f"the {avail} bytes of available KV cache memory make", bpb)
+        return PoolSizing(blocks, "gpu_memory_utilization", bpb)
     if params.gpu_memory_utilization_is_explicit:
         warnings.warn(
             f"--gpu-memory-utilization {float(params.gpu_memory_utilization)} was accepted but did not size "

@@ -1,6 +1,8 @@
-"""The oracle's own reading of a C ABI header: fields, "[vN]" annotations, version macro, history (CAPI-3.1).
+"""The oracle's own reading of a C ABI header: fields, their versions, version macro, history (CAPI-1.6, CAPI-3.1).
 
-Reads the text of spec/include/vllm.h (mirrors the C++ port's include/vllm.h); the compiler checks the rest.
+Two conventions: spec/include/vllm.h's "[vN]" annotations with "vN +member" history lines, and the C++ port's
+include/vllm.h, whose "(ABI vN)" comment headings version the members after them and whose prose version log has
+"vN:" / "vN —" entries naming members as vllm_model_params.<member>. The compiler checks the rest.
 """
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ from dataclasses import dataclass
 STRUCT_NAME = "vllm_model_params"
 
 _STRUCT = re.compile(r"typedef\s+struct\s+" + STRUCT_NAME + r"\s*\{(?P<body>.*?)\}\s*" + STRUCT_NAME + r"\s*;", re.S)
-_MEMBER = re.compile(r"(?P<comment>/\*.*?\*/)?\s*(?P<decl>[^;/]+);", re.S)
+_MEMBER = re.compile(r"(?P<comments>(?:/\*.*?\*/\s*)*)(?P<decl>[^;/]+);", re.S)
+_COMMENT = re.compile(r"/\*(?P<text>.*?)\*/", re.S)
+_HEADING = re.compile(r"\(ABI v(?P<version>[0-9]+)\)")
+_LOG_ENTRY = re.compile(r"^v(?P<version>[0-9]+)(?::|\s+[\u2014\u2013-])(?:\s|$)")
+_LOG_LINE_MARK = re.compile(r"^\s*\*?\s*")
+_CLAIM = re.compile(r"(?<![\w.])vllm_model_params\.([A-Za-z_]\w*)")
+ANNOTATIONS, HEADINGS = "annotations", "headings"
 _DECL = re.compile(r"(?P<ctype>[A-Za-z_][\w\s]*?[\s*]+)(?P<name>[A-Za-z_]\w*)")
 _SINCE = re.compile(r"/\*\s*\[v(?P<version>[0-9]+)\]")
 _VERSION = re.compile(r"^\s*#\s*define\s+VLLM_ABI_VERSION\s+(?P<version>\S+)\s*$", re.M)
@@ -34,16 +42,21 @@ class DeclaredField:
 
 @dataclass(frozen=True)
 class HeaderFacts:
-    """What the header declares: the version macro, the members in order, the history entries."""
+    """What the header declares: the version macro, the members in order, the history entries (each entry's
+    ``+member`` words, or in the port's convention the ``vllm_model_params.<member>`` names it mentions), and
+    which of the two conventions it is written in."""
 
     abi_version: int
     fields: tuple[DeclaredField, ...]
     history: dict[int, tuple[str, ...]]
+    convention: str = ANNOTATIONS
 
 
 def read_header(text: str) -> HeaderFacts:
     """Read the declarations of ``text``; raise AbiHistoryError naming what is missing or malformed."""
-    return HeaderFacts(_read_version(text), _read_fields(text), _read_history(text))
+    convention, fields = _read_fields(text)
+    history = _read_history(text) if convention == ANNOTATIONS else _read_port_log(text)
+    return HeaderFacts(_read_version(text), fields, history, convention)
 
 
 def _read_version(text: str) -> int:
@@ -53,23 +66,57 @@ def _read_version(text: str) -> int:
     return int(found[0])
 
 
-def _read_fields(text: str) -> tuple[DeclaredField, ...]:
+def _read_fields(text: str) -> tuple[str, tuple[DeclaredField, ...]]:
     struct = _STRUCT.search(text)
     if struct is None:
         raise AbiHistoryError(f"the header has no 'typedef struct {STRUCT_NAME} {{ ... }} {STRUCT_NAME};'")
-    members = []
+    declared = []  # (name, ctype, "[vN]" of the first comment, last "(ABI vN)" heading among the comments)
     for member in _MEMBER.finditer(struct["body"]):
         decl = _DECL.fullmatch(" ".join(member["decl"].split()))
         if decl is None:
             raise AbiHistoryError(f"cannot read the member declaration {member['decl'].strip()!r}")
-        since = _SINCE.match(member["comment"] or "")
-        if since is None:
-            raise AbiHistoryError(f"member {decl['name']!r} has no '[vN]' annotation opening its comment")
+        comments = [c["text"] for c in _COMMENT.finditer(member["comments"])]
+        since = _SINCE.match(member["comments"].strip())
+        first_lines = [c.strip().splitlines()[0] for c in comments if c.strip()]
+        headings = [int(h["version"]) for line in first_lines if (h := _HEADING.search(line))]
         ctype = " ".join(decl["ctype"].replace("*", " * ").split())
-        members.append(DeclaredField(decl["name"], ctype, int(since["version"])))
-    if not members:
+        declared.append((decl["name"], ctype, int(since["version"]) if since else None,
+                         headings[-1] if headings else None))
+    if not declared:
         raise AbiHistoryError(f"struct {STRUCT_NAME} declares no member")
-    return tuple(members)
+    if any(annotated is not None for _, _, annotated, _ in declared):
+        for name, _, annotated, _ in declared:
+            if annotated is None:
+                raise AbiHistoryError(f"member {name!r} has no '[vN]' annotation opening its comment")
+        return ANNOTATIONS, tuple(DeclaredField(n, t, a) for n, t, a, _ in declared)  # type: ignore[arg-type]
+    if all(heading is None for _, _, _, heading in declared):
+        raise AbiHistoryError(f"member {declared[0][0]!r} has no '[vN]' annotation opening its comment and no "
+                              "'(ABI vN)' heading stands before it")
+    fields, version = [], 1
+    for name, ctype, _, heading in declared:
+        version = version if heading is None else heading
+        fields.append(DeclaredField(name, ctype, version))
+    return HEADINGS, tuple(fields)
+
+
+def _read_port_log(text: str) -> dict[int, tuple[str, ...]]:
+    """The port's version log: comments outside the struct; an entry opens a comment line with "vN:" or "vN —" and
+    runs to the next entry or the comment's end; its value is the vllm_model_params.<member> names it mentions."""
+    outside = _STRUCT.sub(" ", text)
+    log: dict[int, list[str]] = {}
+    for comment in _COMMENT.finditer(outside):
+        version = None
+        for line in comment["text"].splitlines():
+            body = _LOG_LINE_MARK.sub("", line, count=1).strip()
+            entry = _LOG_ENTRY.match(body)
+            if entry:
+                version = int(entry["version"])
+                if version in log:
+                    raise AbiHistoryError(f"the version log has two entries for v{version}")
+                log[version] = []
+            if version is not None:
+                log[version].append(body)
+    return {v: tuple(dict.fromkeys(_CLAIM.findall(" ".join(lines)))) for v, lines in log.items()}
 
 
 def _read_history(text: str) -> dict[int, tuple[str, ...]]:

@@ -1,4 +1,4 @@
-"""Append-only history of vllm_model_params, derived by compiling each version's struct (CAPI-3.1 to CAPI-3.5).
+"""Append-only history of vllm_model_params, by compiling each version's struct (CAPI-3.1 to CAPI-3.6).
 
 Each version's members, in header order, are laid out alone and compared with the real struct (the port's include/vllm.h).
 """
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from oracles.abi.header import STRUCT_NAME, AbiHistoryError, DeclaredField, HeaderFacts, read_header
+from oracles.abi.header import ANNOTATIONS, STRUCT_NAME, AbiHistoryError, DeclaredField, HeaderFacts, read_header
 from oracles.abi.toolchain import build, run_program
 
 _PROBE = """\
@@ -35,6 +35,8 @@ def _offset_lines(version: int, members: list[DeclaredField]) -> str:
 
 
 def _check_versions(facts: HeaderFacts) -> None:
+    """Names once each; no member past the macro; every version from v1 to the macro appended a member or has a
+    history entry (a bump for entry points only); the history's entries agree with the members' versions."""
     names = [m.name for m in facts.fields]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -43,20 +45,32 @@ def _check_versions(facts: HeaderFacts) -> None:
     if unversioned:
         raise AbiHistoryError(f"members {unversioned} are annotated [v0]; versions start at v1")
     newest = max(m.since for m in facts.fields)
-    if facts.abi_version != newest:
+    if newest > facts.abi_version:
         raise AbiHistoryError(f"VLLM_ABI_VERSION is {facts.abi_version} but the newest member was added in "
-                              f"v{newest}: a bump needs a new member and a new member needs a bump")
-    for version in range(1, facts.abi_version + 1):
-        annotated = sorted(m.name for m in facts.fields if m.since == version)
-        listed = sorted(facts.history.get(version, ()))
-        if version not in facts.history:
-            raise AbiHistoryError(f"the version history has no entry for v{version}")
-        if annotated != listed:
-            raise AbiHistoryError(f"v{version}: members annotated [v{version}] are {annotated}, "
-                                  f"the history entry lists {listed}")
+                              f"v{newest}: a new member needs a bump")
     extra = sorted(v for v in facts.history if not 1 <= v <= facts.abi_version)
     if extra:
         raise AbiHistoryError(f"the version history has entries {extra} outside v1..v{facts.abi_version}")
+    added = {v: sorted(m.name for m in facts.fields if m.since == v) for v in range(1, facts.abi_version + 1)}
+    for version, annotated in added.items():
+        if not annotated and version not in facts.history:
+            raise AbiHistoryError(f"v{version} added no member and the version history has no entry for it: "
+                                  "an unexplained bump")
+    if facts.convention == ANNOTATIONS:
+        for version, annotated in added.items():
+            if version not in facts.history:
+                raise AbiHistoryError(f"the version history has no entry for v{version}")
+            listed = sorted(facts.history[version])
+            if annotated != listed:
+                raise AbiHistoryError(f"v{version}: members annotated [v{version}] are {annotated}, "
+                                      f"the history entry lists {listed}")
+        return
+    version_of = {m.name: m.since for m in facts.fields}
+    for version, mentioned in facts.history.items():
+        for name in mentioned:
+            if version_of.get(name) != version:
+                where = "is not a member" if name not in version_of else f"is headed v{version_of[name]}"
+                raise AbiHistoryError(f"the v{version} log entry names vllm_model_params.{name}, which {where}")
 
 
 def compiled_history(header_text: str) -> dict[str, object]:

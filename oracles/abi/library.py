@@ -31,6 +31,7 @@ class OracleLibrary:
         self._lib.vllm_abi_version.restype = ctypes.c_int32
         self._lib.vllm_abi_version.argtypes = []
         self._lib.vllm_oracle_default_into.argtypes = [ctypes.c_void_p]
+        self._lib.vllm_oracle_default_via.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self._lib.vllm_oracle_copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self._lib.vllm_oracle_copy.restype = ctypes.c_int
         self._lib.vllm_oracle_release.argtypes = [ctypes.c_void_p]
@@ -47,6 +48,14 @@ class OracleLibrary:
         """The members of ``vllm_model_params_default()``; a string member reads as bytes, NULL as None."""
         buffer = ctypes.create_string_buffer(self.layout.size)
         self._lib.vllm_oracle_default_into(buffer)
+        return self.decode(buffer.raw)
+
+    def default_values_of(self, library: str | Path) -> dict[str, Any]:
+        """The members of another library's ``vllm_model_params_default()``, read at this header's offsets."""
+        other = ctypes.CDLL(str(library))
+        make_default = ctypes.cast(other.vllm_model_params_default, ctypes.c_void_p)
+        buffer = ctypes.create_string_buffer(self.layout.size)
+        self._lib.vllm_oracle_default_via(make_default, buffer)
         return self.decode(buffer.raw)
 
     @contextmanager
@@ -120,10 +129,12 @@ def _library(header: str | Path) -> OracleLibrary:
     return load(Path(header).read_text(encoding="utf-8"))
 
 
-def c_default_values(header: str | Path) -> dict[str, Any]:
-    """``vllm_model_params_default()`` of the library built from the header at ``header``; strings as UTF-8 text."""
-    return {name: value.decode("utf-8") if isinstance(value, bytes) else value
-            for name, value in _library(header).default_values().items()}
+def c_default_values(header: str | Path, library: str | Path | None = None) -> dict[str, Any]:
+    """``vllm_model_params_default()`` of ``library`` (default: the stand-in built from the header at ``header``),
+    read at the compiler's offsets for that header; strings as UTF-8 text."""
+    built = _library(header)
+    values = built.default_values() if library is None else built.default_values_of(library)
+    return {name: value.decode("utf-8") if isinstance(value, bytes) else value for name, value in values.items()}
 
 
 def c_check(header: str | Path, values: Mapping[str, Any], bytes_per_block: int) -> dict[str, Any]:
@@ -132,8 +143,13 @@ def c_check(header: str | Path, values: Mapping[str, Any], bytes_per_block: int)
 
 
 def c_abi_version(header: str | Path) -> int:
-    """``vllm_abi_version()`` of the library built from the header at ``header``."""
+    """``vllm_abi_version()`` of the library built from the header at ``header``: the header's own version."""
     return _library(header).abi_version()
+
+
+def stand_in_library(header: str | Path) -> Path:
+    """The stand-in engine library built from the header at ``header`` (the library the gates use by default)."""
+    return _library(header).path
 
 
 def handshake_library(header_text: str) -> Path:

@@ -41,6 +41,11 @@ int32_t vllm_abi_version(void) { return VLLM_ABI_VERSION; }
 /* The default struct written through a pointer, so a reader needs no by-value return. */
 void vllm_oracle_default_into(vllm_model_params *out) { *out = vllm_model_params_default(); }
 
+/* Another library's vllm_model_params_default(), called by value and written through a pointer. */
+void vllm_oracle_default_via(vllm_model_params (*make_default)(void), vllm_model_params *out) {
+  *out = make_default();
+}
+
 static const char *oracle_dup(const char *text, int *failed) {
   size_t length;
   char *copy;
@@ -174,6 +179,8 @@ int32_t vllm_oracle_check(const vllm_model_params *p, int64_t bytes_per_block, c
   } else if (p->kv_cache_memory_bytes > 0) {
     if (bytes_per_block <= 0 || p->kv_cache_memory_bytes < bytes_per_block) ORACLE_REFUSE("kv_cache_memory_bytes");
     *num_blocks = p->kv_cache_memory_bytes / bytes_per_block;
+    /* num_blocks is an int32_t in the struct and the engine: a larger pool is refused, never wrapped. */
+    if (*num_blocks > INT32_MAX) ORACLE_REFUSE("kv_cache_memory_bytes");
   } else {
     *num_blocks = ORACLE_FALLBACK_NUM_BLOCKS;
   }

@@ -3,6 +3,7 @@ build commands and the build environment variables it names, stamped beside the 
 their compiled C by the hash of what they compile)."""
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -17,10 +18,12 @@ STAMP_DIR = "build/vllm-gates"  # under the project root (ignored by this reposi
 
 
 def source_files(impl: Implementation, root: Path) -> list[Path]:
-    """The files the implementation's `sources` globs match (regular files, in path order)."""
+    """The files the implementation's `sources` globs match (regular files, in path order); a pattern may be
+    absolute, for a port's checkout outside the project."""
     found: set[Path] = set()
     for pattern in impl.sources:
-        found.update(p for p in root.glob(pattern) if p.is_file() and "__pycache__" not in p.parts)
+        matches = map(Path, glob.glob(pattern, recursive=True)) if Path(pattern).is_absolute() else root.glob(pattern)
+        found.update(p for p in matches if p.is_file() and "__pycache__" not in p.parts)
     return sorted(found)
 
 
@@ -31,7 +34,8 @@ def identity(impl: Implementation, root: Path) -> str:
               "env": {name: os.environ.get(name) for name in impl.build_env}}
     digest.update(json.dumps(record, sort_keys=True).encode())
     for path in source_files(impl, root):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        name = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
+        digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 
 

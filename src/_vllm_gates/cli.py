@@ -78,7 +78,12 @@ def cmd_list(args: argparse.Namespace, project: Project) -> int:
                         print(f"      {gate.description}")
         if gate_file is None and row.id not in project.broken:
             print("  (no gate file)")
+        if row.upstream:
+            print(f"  upstream parity claimed: {project.config.upstream.package if project.config.upstream else '?'} {row.upstream}")
     _print_broken(project)
+    from _vllm_gates.deviations import load_deviations
+
+    load_deviations(project.config, project.gate_files)  # a malformed deviation is a definition error here too
     return ExitCode.ERROR if project.broken else ExitCode.OK
 
 
@@ -281,6 +286,31 @@ def cmd_affected(args: argparse.Namespace, project: Project) -> int:
     return ExitCode.OK
 
 
+def cmd_deviations(args: argparse.Namespace, project: Project) -> int:
+    """The declared deviations from the pinned upstream release, and the upstream gate that checks each."""
+    from _vllm_gates.deviations import load_deviations
+    from _vllm_gates.reports import fixed_width
+
+    _check_rows(project, args.rows)
+    pin = project.config.upstream
+    if pin is None:
+        print(f"this project pins no upstream release ([{SECTION}.upstream] in {CONFIG_FILE}): no deviations to list")
+        return ExitCode.OK
+    found = [d for d in load_deviations(project.config, project.gate_files) if not args.rows or d.row in args.rows]
+    if args.json:
+        import json
+
+        print(json.dumps({"upstream": {"package": pin.package, "version": pin.version},
+                          "deviations": [{k: v for k, v in vars(d).items() if k != "location"} for d in found]}, indent=2))
+        return ExitCode.OK
+    print(f"deviations from {pin.package} {pin.version} ({pin.deviations}): {len(found)}")
+    if found:
+        print("\n".join(fixed_width(("id", "row", "operation", "checked by"), [(d.id, d.row, d.operation, d.checked_by) for d in found], rule=True)))
+        for d in found:
+            print(f"\n{d.id}\n  upstream: {d.upstream}\n  ours:     {d.ours}\n  why:      {d.why}")
+    return ExitCode.OK
+
+
 def cmd_check_independence(args: argparse.Namespace, project: Project) -> int:
     from _vllm_gates.independence import violations
 
@@ -335,12 +365,15 @@ def parser() -> argparse.ArgumentParser:
                                                "harness, pyproject.toml or a package __init__.py changes")
     affected.add_argument("--base", required=True, metavar="REF", help="a git ref: changes since it, committed or not")
     affected.add_argument("--explain", action="store_true", help="print under each row the reasons it is affected")
+    deviations = sub.add_parser("deviations", help="the declared deviations from the pinned upstream release (spec/deviations.yaml)")
+    deviations.add_argument("rows", nargs="*", help="rows to list (default: all)")
+    deviations.add_argument("--json", action="store_true", help="print them as JSON")
     sub.add_parser("check-independence", help="packages that import what an independence contract forbids (impl, oracles)")
     return top
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
-            "check-independence": cmd_check_independence}
+            "deviations": cmd_deviations, "check-independence": cmd_check_independence}
 
 
 class _QuietPipe(io.RawIOBase):

@@ -26,7 +26,7 @@ from _vllm_gates.yamlsource import file_kind, read_definition_text
 
 CONFIG_FILE = "pyproject.toml"
 SECTION = "tool.vllm-gates"
-REQUIREMENTS = ("cuda",)  # what a marker may require of the machine
+REQUIREMENTS = ("cuda", "upstream")  # what a marker may require of the machine (upstream: the pinned release installed)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MARKER = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -48,6 +48,17 @@ DEFAULT_MARKERS = (
 
 
 @dataclass(frozen=True)
+class Upstream:
+    """The upstream release the project mirrors (`[tool.vllm-gates.upstream]`): the package, its pinned version,
+    how to install it, and the file of declared deviations from it."""
+
+    package: str
+    version: str
+    install: str = ""
+    deviations: str = "spec/deviations.yaml"
+
+
+@dataclass(frozen=True)
 class Config:
     """What the engine needs to know about a project; paths are relative to ``root``."""
 
@@ -65,6 +76,11 @@ class Config:
     pythonpath: tuple[str, ...] = ()  # [tool.pytest.ini_options] pythonpath: where, besides the root, modules are found
     implementations: tuple[Implementation, ...] = (Implementation(PYTHON),)  # the python port first, then external ones
     error_kinds: tuple[tuple[str, str], ...] = ()  # Python exception class name -> language-neutral error kind
+    upstream: Upstream | None = None  # the pinned upstream release (None: the project pins none)
+
+    def parity_marker(self) -> str | None:
+        """The marker whose gates compare with the pinned upstream release (it requires `upstream`)."""
+        return next((m.name for m in self.markers if m.requires == "upstream"), None)
 
     def implementation(self, name: str) -> Implementation | None:
         return next((i for i in self.implementations if i.name == name), None)
@@ -236,6 +252,32 @@ def _markers(reader: _Reader, value: Any) -> tuple[Marker, ...]:
     return tuple(found) or DEFAULT_MARKERS
 
 
+_VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]*)?(\.post[0-9]+)?$")
+
+
+def _upstream(reader: _Reader, value: Any) -> Upstream | None:
+    """`[tool.vllm-gates.upstream]`: package and version (an exact release), optionally install and deviations."""
+    if not isinstance(value, dict):
+        reader.problem("upstream", f"expected a table with `package` and `version`, got {value!r}")
+        return None
+    unknown = sorted(set(value) - {"package", "version", "install", "deviations"})
+    if unknown:
+        reader.problem(f"upstream.{unknown[0]}", "unknown key (accepted: deviations, install, package, version)")
+    package, version = value.get("package"), value.get("version")
+    if not isinstance(package, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", package):
+        reader.problem("upstream.package", f"expected a package name, got {package!r}")
+        return None
+    if not isinstance(version, str) or not _VERSION.match(version):
+        reader.problem("upstream.version", f"expected an exact release such as \"0.33.0\", got {version!r}")
+        return None
+    install = value.get("install", "")
+    deviations = value.get("deviations", "spec/deviations.yaml")
+    if not isinstance(install, str) or not isinstance(deviations, str) or not deviations:
+        reader.problem("upstream", "`install` and `deviations` are text (a command; a path under the root)")
+        return None
+    return Upstream(package, version, install, deviations)
+
+
 def _independence(reader: _Reader, value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not isinstance(value, dict):
         reader.problem("independence", f"expected a table `package = [packages it must not import]`, got {value!r}")
@@ -250,7 +292,7 @@ def _independence(reader: _Reader, value: Any) -> tuple[tuple[str, tuple[str, ..
 
 
 KNOWN_KEYS = {"roadmap", "rows", "specs", "allowed-roots", "markers", "default-marker", "independence",
-              "worker-preload", "call-timeout", "run-budget", "implementations", "error-kinds"}
+              "worker-preload", "call-timeout", "run-budget", "implementations", "error-kinds", "upstream"}
 
 
 def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float | None) -> float | None:
@@ -359,7 +401,10 @@ def load_config(root: Path) -> Config | None:
         pythonpath=_pytest_pythonpath(path),
         implementations=read_implementations(table.get("implementations", {}), reader.problem),
         error_kinds=read_error_kinds(table.get("error-kinds", {}), reader.problem),
+        upstream=_upstream(reader, table["upstream"]) if "upstream" in table else None,
     )
+    if config.upstream is None and config.parity_marker():
+        reader.problem("markers", f"marker {config.parity_marker()!r} requires `upstream`, but [{SECTION}.upstream] pins no release")
     _check_paths(reader, root, config)
     if reader.problems:
         raise DefinitionError(reader.problems)

@@ -185,5 +185,5 @@ def with_fingerprints(report: RunReport, fingerprints: Mapping[tuple[str, str], 
         return replace(gate, fingerprint=found.fingerprint, inputs=tuple(sorted(found.inputs)),
                        device=device.describe(needs_gpu(gate.markers)), simulated=(gate.row, gate.gate) in simulated)
 
-    rows = tuple(RowReport(r.row, r.title, r.claim, r.milestones, tuple(filled(g) for g in r.gates)) for r in report.rows)
+    rows = tuple(replace(r, gates=tuple(filled(g) for g in r.gates)) for r in report.rows)
     return replace(report, rows=rows)

@@ -156,6 +156,7 @@ class Row:
     title: str
     state: str
     milestones: tuple[Milestone, ...]
+    upstream: str | None = None  # the upstream release it claims parity with (judged by its upstream gates)
 
     def milestone(self, milestone_id: str) -> Milestone | None:
         return next((m for m in self.milestones if m.id == milestone_id), None)

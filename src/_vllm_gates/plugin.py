@@ -336,7 +336,34 @@ def _cuda_unavailable_reason() -> str | None:
     return None
 
 
-REQUIREMENT_CHECKS = {"cuda": cuda_unavailable_reason}
+def upstream_unavailable_reason(project: Any) -> str | None:
+    """Why gates that compare with the pinned upstream release cannot run here (it is not installed, or another
+    version is), or None. Only the installed metadata is read: the judge never imports upstream code."""
+    from importlib import metadata
+
+    pin = project.upstream
+    if pin is None:
+        return "the project pins no upstream release"
+    hint = f" ({pin.install} installs it)" if pin.install else ""
+    try:
+        found = metadata.version(pin.package)
+    except metadata.PackageNotFoundError:
+        return f"{pin.package} {pin.version} is not installed{hint}"
+    if found != pin.version:
+        return f"{pin.package} {found} is installed, but the project pins {pin.version}{hint}"
+    return None
+
+
+REQUIREMENT_CHECKS = {"cuda": cuda_unavailable_reason}  # the machine's requirements (tests stand in for them here)
+
+
+def requirement_unmet(requirement: str, project: Any) -> str | None:
+    """Why this machine lacks what a marker requires (None: it has it)."""
+    if requirement in REQUIREMENT_CHECKS:
+        return REQUIREMENT_CHECKS[requirement]()
+    if requirement == "upstream":
+        return upstream_unavailable_reason(project)
+    return f"unknown requirement {requirement!r}"
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: an unmarked test is selected by the default marker
@@ -366,7 +393,7 @@ class RequirementSkips:
                 continue
             for name in sorted({m.name for m in item.iter_markers()} & names):
                 requirement = self.run.project.marker(name).requires  # type: ignore[union-attr]
-                reason = REQUIREMENT_CHECKS[requirement]() if requirement else None
+                reason = requirement_unmet(requirement, self.run.project) if requirement else None
                 if reason:
                     why = requirement_skip(name, reason) if isinstance(item, GateItem) else f"{name} test skipped: {reason}"
                     item.add_marker(pytest.mark.skip(reason=why))

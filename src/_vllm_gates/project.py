@@ -47,7 +47,7 @@ def load_roadmap_of(config: Config) -> Roadmap:
     if not path.is_file():
         raise DefinitionError([Problem(Location(config.roadmap, 1, 1), "",
                                        "roadmap file not found (setting roadmap in [tool.vllm-gates] of pyproject.toml)")])
-    return load_roadmap(path, config.roadmap)
+    return load_roadmap(path, config.roadmap, config.upstream.version if config.upstream else None, check_pin=True)
 
 
 def load_project(config: Config) -> Project:

@@ -14,24 +14,43 @@ from _vllm_gates.verdicts import RunReport
 
 RUN_SCHEMA = "vllm-gates/run/3"  # docs/evidence.md; the JSON Schema is schema/run.schema.json
 
-COLUMNS = ("row", "milestone", "gate", "cases", "examples", "values", "errors", "known-bad", "verdict", "claimed")
+COLUMNS = ("row", "milestone", "gate", "cases", "examples", "values", "errors", "known-bad", "verdict", "claimed", "upstream")
+
+
+def _table(report: RunReport) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The header and lines of the row table; the upstream column only where some row claims upstream parity."""
+    lines = _rows(report)
+    if any(row.parity is not None for row in report.rows):
+        return COLUMNS, lines
+    return COLUMNS[:-1], [line[:-1] for line in lines]
 
 
 def _rows(report: RunReport) -> list[tuple[str, ...]]:
     lines: list[tuple[str, ...]] = []
     for row in report.rows:
         claims = {m.milestone: m for m in row.milestones}
+        parity = set(row.parity.gates) if row.parity else set()
         for gate in row.gates:
             claim = claims.get(gate.milestone)
+            upstream = f"parity {row.parity.claimed}" if gate.gate in parity and row.parity else ""
             lines.append((row.row, gate.milestone, gate.gate, f"{gate.cases_passed}/{gate.cases_total}", str(gate.examples),
                           str(gate.values_compared), str(gate.errors_agreed),
-                          f"{gate.known_bad_rejected}/{gate.known_bad_total}", gate.verdict.value, claim.state if claim else ""))
+                          f"{gate.known_bad_rejected}/{gate.known_bad_total}", gate.verdict.value,
+                          "" if upstream else (claim.state if claim else ""), upstream))
         for ms in row.milestones:
             mark = "ok" if ms.claim_met else "NOT MET"
-            lines.append((row.row, ms.milestone or "", "(milestone)", "", "", "", "", "", ms.verdict.value, f"{ms.state} {mark}"))
+            lines.append((row.row, ms.milestone or "", "(milestone)", "", "", "", "", "", ms.verdict.value, f"{ms.state} {mark}", ""))
         mark = "ok" if row.claim.claim_met else "NOT MET"
-        lines.append((row.row, "", "(row)", "", "", "", "", "", row.claim.verdict.value, f"{row.claim.state} {mark}"))
+        lines.append((row.row, "", "(row)", "", "", "", "", "", row.claim.verdict.value, f"{row.claim.state} {mark}", parity_cell(row)))
     return lines
+
+
+def parity_cell(row: Any) -> str:
+    """The row's upstream-parity claim in a table cell: "0.33.0 ok", "0.33.0 NOT MET", "0.33.0 not checked here"."""
+    if row.parity is None:
+        return ""
+    mark = {True: "ok", False: "NOT MET", None: "not checked here"}[row.parity.met]
+    return f"{row.parity.claimed} {mark}"
 
 
 def one_line(text: str) -> str:
@@ -81,7 +100,7 @@ def fixed_width(header: tuple[str, ...], body: list[tuple[str, ...]], limits: di
 
 def table(report: RunReport) -> str:
     """A fixed-width table, one line per gate, milestone and row, then the reasons of unmet claims."""
-    out = fixed_width(COLUMNS, _rows(report), rule=True)
+    out = fixed_width(*_table(report), rule=True)
     reasons = _unmet(report)
     if reasons:
         out += ["", *reasons]
@@ -96,6 +115,8 @@ def _unmet(report: RunReport) -> list[str]:
                 reasons.append(f"{row.row} {ms.milestone}: {ms.reason}")
         if not row.claim.claim_met:
             reasons.append(f"{row.row}: {row.claim.reason}")
+        if row.parity is not None and row.parity.met is not True:
+            reasons.append(f"{row.row}: upstream {row.parity.claimed}: {row.parity.reason}")
         for gate in row.gates:
             if gate.reason and (gate.verdict.value != "PASS" or not gate.executed):  # a PASS on evidence says which
                 reasons.append(f"{row.row}::{gate.gate}: {gate.verdict.value}: {gate.reason}")
@@ -174,14 +195,18 @@ def write_json(path: Path, report: RunReport, exit_code: int, meta: dict[str, An
 
 def markdown(report: RunReport, exit_code: int) -> str:
     """A GitHub-flavoured summary: a verdict line per row, then the gate table and unmet claims."""
-    icon = {"PASS": "✅", "SKIPPED": "⏭️", "UNPROVEN": "❔", "WEAK": "⚠️", "EMPTY": "⬜", "INCOMPLETE": "⏸️", "FAIL": "❌", "ERROR": "💥"}
+    icon = {"PASS": "✅", "SKIPPED": "⏭️", "UNPROVEN": "❔", "WEAK": "⚠️", "EMPTY": "⬜", "INCOMPLETE": "⏸️", "FAIL": "❌", "ERROR": "💥",
+            "NOT-IMPLEMENTED": "🚧"}
     stopped = [f"**interrupted by {report.interrupted}**: the gates below are what ran before it; no claim is met", ""] if report.interrupted else []
-    lines = [f"## vllm-gates: exit {exit_code}", "", *stopped, "| row | verdict | claimed | claim |", "|---|---|---|---|"]
+    parity = any(row.parity is not None for row in report.rows)  # the upstream column only where a row claims parity
+    head = ("| row | verdict | claimed | claim | upstream |", "|---|---|---|---|---|") if parity else ("| row | verdict | claimed | claim |", "|---|---|---|---|")
+    lines = [f"## vllm-gates: exit {exit_code}", "", *stopped, *head]
     for row in report.rows:
         lines.append(f"| {row.row} | {icon.get(row.claim.verdict.value, '')} {row.claim.verdict.value} | {row.claim.state} | "
-                     f"{'met' if row.claim.claim_met else '**not met**'} |")
-    lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(one_line(cell).replace("|", "\\|") for cell in r) + " |" for r in _rows(report)]
+                     f"{'met' if row.claim.claim_met else '**not met**'} |" + (f" {parity_cell(row) or '-'} |" if parity else ""))
+    header, body = _table(report)
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(one_line(cell).replace("|", "\\|") for cell in r) + " |" for r in body]
     reasons = _unmet(report)
     if reasons:
         lines += ["", "### Why", *[f"- {r}" for r in reasons]]

@@ -21,8 +21,28 @@ def _state(reader: Reader, mapping, key: str) -> str:
     return state or "INVENTORIED"
 
 
-def load_roadmap(path: Path, display_path: str | None = None) -> Roadmap:
-    """Parse and validate the roadmap; raise DefinitionError listing every problem."""
+def _upstream(reader: Reader, row, key: str, pinned: str | None, check_pin: bool) -> str | None:
+    """A row's `upstream:` parity claim: the pinned release, as text."""
+    if "upstream" not in row:
+        return None
+    claim = row["upstream"]
+    where = location_of(row, "upstream")
+    if not isinstance(claim, str) or not claim:
+        reader.problem(where, f"{key}.upstream", f"expected the upstream release as text, e.g. \"0.33.0\", got {show(claim)}")
+        return None
+    if not check_pin:
+        return claim
+    if pinned is None:
+        reader.problem(where, f"{key}.upstream", "claims upstream parity, but pyproject.toml pins no release ([tool.vllm-gates.upstream])")
+    elif claim != pinned:
+        reader.problem(where, f"{key}.upstream", f"claims parity with {show(claim)}, but the project pins {show(pinned)} "
+                                                 "([tool.vllm-gates.upstream] version)")
+    return claim
+
+
+def load_roadmap(path: Path, display_path: str | None = None, pinned: str | None = None, check_pin: bool = False) -> Roadmap:
+    """Parse and validate the roadmap; raise DefinitionError listing every problem. With ``check_pin``, a row's
+    `upstream:` claim must name ``pinned``, the upstream release the project pins."""
     shown = display_path or str(path)
     document = load_yaml(path, shown, what="roadmap")  # a regular file within the size and node limits
     reader = Reader(shown)
@@ -39,7 +59,7 @@ def load_roadmap(path: Path, display_path: str | None = None) -> Roadmap:
             row = reader.mapping(body, key, location_of(row_map, row_id))
             if row is None:
                 continue
-            reader.keys(row, key, {"title", "state", "milestones"}, {"notes"})
+            reader.keys(row, key, {"title", "state", "milestones"}, {"notes", "upstream"})
             milestones = []
             ms_map = reader.mapping(row.get("milestones"), f"{key}.milestones", location_of(row, "milestones")) if "milestones" in row else None
             for ms_id, ms_body in (ms_map or {}).items():
@@ -54,7 +74,8 @@ def load_roadmap(path: Path, display_path: str | None = None) -> Roadmap:
                 milestones.append(Milestone(ms_id, reader.string(ms, "title", ms_key) or "", _state(reader, ms, ms_key)))
             if ms_map is not None and not milestones:
                 reader.problem(location_of(row, "milestones"), f"{key}.milestones", "a row needs at least one milestone")
-            rows.append(Row(row_id, reader.string(row, "title", key) or "", _state(reader, row, key), tuple(milestones)))
+            rows.append(Row(row_id, reader.string(row, "title", key) or "", _state(reader, row, key), tuple(milestones),
+                            _upstream(reader, row, key, pinned, check_pin)))
     if reader.problems:
         raise DefinitionError(reader.problems)
     return Roadmap(shown, tuple(rows))

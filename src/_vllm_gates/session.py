@@ -144,7 +144,8 @@ class GateRun:
         fingerprints = self.fingerprints(roadmap, rows)
         why = self.not_run_why or (f"deselected by -m {self.markexpr!r}" if self.markexpr else "not collected in this run")
         scope = Scope(rows, in_run | {(i.row, i.gate) for i in items}, why,
-                      simulated={key for key, markers in self.gate_markers.items() if self.device.simulated and self._needs_gpu(markers)})
+                      simulated={key for key, markers in self.gate_markers.items() if self.device.simulated and self._needs_gpu(markers)},
+                      parity_marker=self.project.parity_marker())
         fill_evidence(scope, assess(self.evidence, fingerprints, self.impl))
         report = build_report(roadmap, list(self.gate_files.values()), items, dict(self.broken), scope,
                               {key: names for key, names in missing.items() if names})

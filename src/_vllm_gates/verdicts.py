@@ -89,12 +89,25 @@ class ClaimResult:
 
 
 @dataclass(frozen=True)
+class ParityResult:
+    """A row's claim of parity with the pinned upstream release, judged by its upstream gates alone: met (True),
+    not met (False), or not checked here (None: upstream is not installed, or the run did not select its gates)."""
+
+    claimed: str
+    verdict: Verdict
+    met: bool | None
+    reason: str
+    gates: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class RowReport:
     row: str
     title: str
     claim: ClaimResult
     milestones: tuple[ClaimResult, ...]
     gates: tuple[GateResult, ...]
+    parity: ParityResult | None = None
 
 
 @dataclass(frozen=True)
@@ -201,6 +214,7 @@ class Scope:
     evidence: dict[tuple[str, str], list[tuple[str, Verdict, str]]] = field(default_factory=dict)
     refused: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     simulated: set[tuple[str, str]] = field(default_factory=set)
+    parity_marker: str | None = None  # gates with this marker judge the upstream-parity claim, not the lifecycle one
 
 
 def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[str, ...], scope: Scope) -> GateResult:
@@ -253,8 +267,10 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
         if scope.rows is not None and row.id not in scope.rows:
             continue
         gate_file = files.get(row.id)
-        gate_results = [_judge_gate(row.id, gate, by_gate.get((row.id, gate.id), []), missing.get((row.id, gate.id), ()), scope)
-                        for gate in (gate_file.gates if gate_file else ())]
+        all_results = [_judge_gate(row.id, gate, by_gate.get((row.id, gate.id), []), missing.get((row.id, gate.id), ()), scope)
+                       for gate in (gate_file.gates if gate_file else ())]
+        parity_gates = [g for g in all_results if scope.parity_marker in g.markers]
+        gate_results = [g for g in all_results if scope.parity_marker not in g.markers]
         row_errors = by_gate.get((row.id, "<file>"), [])
         milestone_claims = []
         for ms in row.milestones:
@@ -275,8 +291,25 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
             if met and not all(m.claim_met for m in milestone_claims):
                 met, why = False, "a milestone does not meet its claimed state"
             row_claim = ClaimResult(row.id, None, row.state, verdict, met, why)
-        rows.append(RowReport(row.id, row.title, row_claim, tuple(milestone_claims), tuple(gate_results)))
+        parity = judge_parity(row.upstream, parity_gates) if row.upstream and gate_file is not None else None
+        rows.append(RowReport(row.id, row.title, row_claim, tuple(milestone_claims), tuple(all_results), parity))
     return RunReport(tuple(rows), tuple(items))
+
+
+def judge_parity(claimed: str, gates: list[GateResult]) -> ParityResult:
+    """Upstream parity: every upstream gate PASS; any other verdict but SKIPPED or UNPROVEN (not checked here) fails it."""
+    names = tuple(g.gate for g in gates)
+    if not gates:
+        return ParityResult(claimed, Verdict.EMPTY, False, "claims upstream parity, but no gate of the row carries the upstream marker")
+    verdict = worst([g.verdict for g in gates])
+    failing = [g for g in gates if g.verdict not in (Verdict.PASS, Verdict.SKIPPED, Verdict.UNPROVEN)]
+    if failing:
+        return ParityResult(claimed, verdict, False, "; ".join(f"{g.gate} {g.verdict.value}" + (f": {g.reason}" if g.reason else "")
+                                                               for g in failing), names)
+    unchecked = [g for g in gates if g.verdict is not Verdict.PASS]
+    if unchecked:
+        return ParityResult(claimed, verdict, None, f"not checked here: {unchecked[0].reason or unchecked[0].verdict.value}", names)
+    return ParityResult(claimed, Verdict.PASS, True, "", names)
 
 
 def with_unknown_rows(report: RunReport, problems: dict[str, str]) -> RunReport:
@@ -315,7 +348,7 @@ def exit_code(report: RunReport) -> ExitCode:
     marker requires), else 5; 1 a claim not met; 6 the only unmet claims are UNPROVEN."""
     if report.interrupted:
         return ExitCode.INTERRUPTED
-    if any(r.claim.verdict is Verdict.ERROR for r in report.rows):
+    if any(r.claim.verdict is Verdict.ERROR or (r.parity is not None and r.parity.verdict is Verdict.ERROR) for r in report.rows):
         return ExitCode.ERROR
     ran = [i for i in report.items if i.outcome in ("passed", "failed", "error")]
     on_evidence = [g for r in report.rows for g in r.gates if any(b != THIS_RUN for b in g.basis)]
@@ -324,6 +357,8 @@ def exit_code(report: RunReport) -> ExitCode:
             return ExitCode.NOT_RUNNABLE
         return ExitCode.EMPTY
     unmet = [c for r in report.rows for c in (*r.milestones, r.claim) if not c.claim_met]
+    if any(r.parity is not None and r.parity.met is False for r in report.rows):
+        return ExitCode.CLAIM_NOT_MET
     if not unmet:
         return ExitCode.OK
     if all(c.verdict is Verdict.UNPROVEN for c in unmet):
@@ -337,5 +372,5 @@ def interrupted(report: RunReport, signal_name: str) -> RunReport:
         why = f"the run was interrupted ({signal_name})" + (f"; {claim.reason}" if claim.reason else "")
         return ClaimResult(claim.row, claim.milestone, claim.state, claim.verdict, False, why)
 
-    rows = tuple(RowReport(r.row, r.title, unmet(r.claim), tuple(unmet(m) for m in r.milestones), r.gates) for r in report.rows)
+    rows = tuple(replace(r, claim=unmet(r.claim), milestones=tuple(unmet(m) for m in r.milestones)) for r in report.rows)
     return replace(report, rows=rows, interrupted=signal_name)

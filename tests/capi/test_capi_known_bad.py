@@ -71,6 +71,13 @@ DISCRIMINATING = {
                                        {"members": {"gpu_memory_utilization": float("nan")}}),
     bad.load_message_without_member: (adapters.load_verdict, inputs.load_call, {"members": {"device": 4}}),
     bad.load_status_renumbered: (adapters.load_verdict, inputs.load_call, {"members": {"device": 4}}),
+    bad.history_reads_annotations_only: (header_history, inputs.header_text, {"fixture": "port-v18-entry-points.h"}),
+    bad.history_bump_needs_a_member: (header_history, inputs.header_text, {"variant": "entry-point-bump"}),
+    bad.history_any_bump_accepted: (header_history, inputs.header_text, {"variant": "bump-without-history-entry"}),
+    bad.history_ignores_log_names: (header_history, inputs.header_text, {"fixture": "port-v18-unheaded-member.h"}),
+    bad.load_block_count_wrapped: (adapters.load_verdict, inputs.load_call, {
+        "members": {"kv_cache_memory_bytes": 2**33},
+        "probe": {"layers": 1, "num_kv_heads": 1, "head_size": 1, "block_size": 1, "dtype": "float16"}}),
     bad.version_bump_without_member: (checked_abi_version, inputs.library, {"library": "spec"}),
     bad.version_unchecked: (checked_abi_version, inputs.library, {"library": "v15"}),
     bad.cli_writes_default_utilization: (adapters.engine_params_via_c, inputs.argv, {"argv": []}),
@@ -78,6 +85,29 @@ DISCRIMINATING = {
     bad.cli_zero_utilization_means_default: (adapters.engine_params_via_c, inputs.argv,
                                              {"argv": ["--gpu-memory-utilization", "0"]}),
 }
+
+
+# known-bads that raise the right class with a message missing a fact -> (correct, builder, input, fact)
+BY_MESSAGE = {
+    bad.history_insertion_without_offsets: (header_history, inputs.header_text,
+                                            {"fixture": "port-v18-inserted-before-device.h"}, "device 84 -> 88"),
+    bad.version_claims_layouts_differ: (checked_abi_version, inputs.library,
+                                        {"library": {"fixture": "port-v18-entry-points.h"}},
+                                        "vllm_model_params is the same in v18 and v16"),
+}
+
+
+def _message(target, call) -> str:
+    with pytest.raises(Exception) as caught:
+        call.apply(target)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("known_bad", list(BY_MESSAGE), ids=lambda f: f.__name__)
+def test_known_bad_message_lacks_the_fact(compiler, known_bad):
+    correct, builder, data, fact = BY_MESSAGE[known_bad]
+    call = builder(data)
+    assert fact in _message(correct, call) and fact not in _message(known_bad, call)
 
 
 @pytest.mark.parametrize("known_bad", list(DISCRIMINATING), ids=lambda f: f.__name__)
@@ -90,5 +120,5 @@ def test_known_bad_differs_from_correct(compiler, known_bad):
 def test_every_known_bad_of_the_gate_file_is_covered_here():
     gates = yaml.safe_load(GATE_FILE.read_text(encoding="utf-8"))["gates"]
     listed = {entry.split(":")[1] for gate in gates for entry in gate.get("known_bad", {}).values()}
-    assert listed == {f.__name__ for f in DISCRIMINATING}
+    assert listed == {f.__name__ for f in (*DISCRIMINATING, *BY_MESSAGE)}
     assert all(gate.get("known_bad") for gate in gates)

@@ -77,10 +77,10 @@ def _draw(worker: Worker, gate: Any, count: int) -> list[Any]:
 
 
 def check(driver: str, golden: Path, verbose: bool) -> int:
-    lines = [json.loads(line) for line in golden.read_text().splitlines() if line.strip()]
+    lines = [json.loads(line) for line in golden.read_text().split("\n") if line.strip()]
     requests = "".join(json.dumps({"operation": g["operation"], "input": g["input"]}) + "\n" for g in lines)
     done = subprocess.run([driver, "--lines"], input=requests, capture_output=True, text=True)
-    replies = done.stdout.splitlines()
+    replies = done.stdout.split("\n")[:-1] if done.stdout.endswith("\n") else done.stdout.split("\n")  # not splitlines(): U+2028 is text
     if len(replies) != len(lines):
         print(f"driver gave {len(replies)} replies to {len(lines)} requests (exit {done.returncode}); stderr: {done.stderr[-2000:]}")
         return 2

@@ -2,9 +2,14 @@
 
 Input shapes (YAML-friendly):
 
-- a *header* input is ``{header: spec}`` (spec/include/vllm.h as written), ``{variant: NAME}`` (one of
-  ``VARIANTS``, rendered from the v16 member list), or ``{members: [[name, C type, since], ...],
-  abi_version: N, history: {N: [names]}}`` (rendered as given);
+- a *header* input is ``{header: spec}`` (spec/include/vllm.h as written), ``{header: configured}`` (the
+  implementation's ``header`` setting, by default spec/include/vllm.h), ``{fixture: NAME}`` (a header under
+  ``fixtures/``), ``{variant: NAME}`` (one of ``VARIANTS``, rendered from the v16 member list), or
+  ``{members: [[name, C type, since], ...], abi_version: N, history: {N: [names]}, style: annotations|headings}``
+  (rendered as given, in our "[vN]" convention or the port's "(ABI vN)" one; default annotations);
+- a *library* input is ``{library: spec|configured|foreign|VARIANT}`` or ``{library: {fixture: NAME}}``:
+  ``configured`` is the implementation's ``library`` setting, by default the stand-in built from the configured
+  header; the others are handshake libraries built from that header (``foreign`` exports no vllm symbol);
 - a *probe* is ``{layers, num_kv_heads, head_size, block_size, dtype}`` (one full-attention group);
   its bytes per block is 2 * block_size * num_kv_heads * head_size * dtype size * layers;
 - a struct member given as a list of ints is raw bytes (e.g. invalid UTF-8); text is UTF-8.
@@ -20,16 +25,19 @@ from typing import Any, Mapping, Sequence
 import pytest
 import torch
 
+import vllm_gates
 from vllm_gates import Call
 from impl.capi.abi import MEMBERS, ModelParams
 from impl.capi.layout import C_TYPE_NAMES
 from impl.entrypoints.model_loader import EngineParams
 from impl.v1 import kv_cache_interface as kv
-from oracles.abi.library import handshake_library
+from oracles.abi.library import handshake_library, stand_in_library
 from oracles.abi.toolchain import CompilerUnavailable, build, find_compiler
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC_HEADER = ROOT / "spec" / "include" / "vllm.h"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+HEADER_SETTING, LIBRARY_SETTING = "header", "library"
 V16_MEMBERS: tuple[tuple[str, str, int], ...] = tuple((n, C_TYPE_NAMES[t], s) for n, t, s in MEMBERS)
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "uint8": torch.uint8}
 DEFAULT_PROBE = {"layers": 2, "num_kv_heads": 2, "head_size": 64, "block_size": 16, "dtype": "float32"}
@@ -72,6 +80,39 @@ def require_compiler() -> None:
         pytest.skip(f"compiled C ABI oracle unavailable: {exc}")
 
 
+def _setting(name: str) -> str | None:
+    """The implementation's setting ``name`` (``vllm_gates.settings()``; none for the default Python port)."""
+    value = getattr(vllm_gates, "settings", lambda: {})().get(name)
+    return value or None
+
+
+def configured_header() -> Path:
+    """The header the implementation names (its ``header`` setting, relative to the project root), else the spec's."""
+    value = _setting(HEADER_SETTING)
+    return SPEC_HEADER if value is None else ROOT / value
+
+
+def configured_library() -> Path:
+    """The library the implementation names (its ``library`` setting), else the stand-in built from the configured
+    header."""
+    value = _setting(LIBRARY_SETTING)
+    return stand_in_library(configured_header()) if value is None else ROOT / value
+
+
+def configured_library_or_none() -> str | None:
+    """The implementation's ``library`` setting as a path, or None where the stand-in stands for it."""
+    value = _setting(LIBRARY_SETTING)
+    return None if value is None else str(ROOT / value)
+
+
+def fixture_text(name: str) -> str:
+    """The text of ``fixtures/NAME`` (a plain file name: no folder, no way out of ``fixtures/``)."""
+    if not isinstance(name, str) or Path(name).name != name or not (FIXTURES / name).is_file():
+        known = sorted(p.name for p in FIXTURES.glob("*.h"))
+        raise KeyError(f"unknown header fixture {name!r}; known: {known}")
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
 def render_header(members: Sequence[Sequence[Any]], abi_version: int, history: Mapping[int, Sequence[str]]) -> str:
     """A header in the spec header's format: "[vN]" member comments and "vN +member" history lines."""
     lines = []
@@ -81,6 +122,25 @@ def render_header(members: Sequence[Sequence[Any]], abi_version: int, history: M
     body = "".join(f"  /* [v{since}] member {name}. */\n  {ctype}{'' if ctype.endswith('*') else ' '}{name};\n"
                    for name, ctype, since in members)
     return _TEMPLATE.format(history="".join(lines), version=abi_version, members=body)
+
+
+def render_port_header(members: Sequence[Sequence[Any]], abi_version: int, history: Mapping[int, Sequence[str]]) -> str:
+    """A header in the C++ port's convention: an "(ABI vN)" heading opens each run of members of one version (a
+    leading v1 run has none), and a prose version log, "vN: ...", names appended members as vllm_model_params.X."""
+    lines = []
+    for version in sorted(history):
+        named = " / ".join(f"vllm_model_params.{name}" for name in history[version])
+        lines.append(f" * v{version}: {named + ' appended' if named else 'entry points only; no struct changed'}.\n")
+    body, previous = [], None
+    for index, (name, ctype, since) in enumerate(members):
+        if since != previous and not (index == 0 and since == 1):
+            rule = "\u2500\u2500"
+            body.append(f"  /* {rule} Run of v{since} members (ABI v{since}) {rule}\n   * member {name}. */\n")
+        else:
+            body.append(f"  /* member {name}. */\n")
+        body.append(f"  {ctype}{'' if ctype.endswith('*') else ' '}{name};\n")
+        previous = since
+    return _TEMPLATE.format(history="".join(lines), version=abi_version, members="".join(body))
 
 
 def _v16_history() -> dict[int, list[str]]:
@@ -107,8 +167,10 @@ def _variant(name: str) -> tuple[list[tuple[str, str, int]], int, dict[int, list
         return _with(members, "enable_jump_forward", ("offload_config", "const char *", 17)), 17, {**history, 17: ["offload_config"]}
     if name == "inserted-before-device":  # the port's disable_sliding_window
         return _with(members, "device", ("disable_sliding_window", "int32_t", 17)), 17, {**history, 17: ["disable_sliding_window"]}
-    if name == "bump-without-member":
+    if name == "entry-point-bump":  # v17 changed entry points only: its history entry names no member
         return members, 17, {**history, 17: []}
+    if name == "bump-without-history-entry":
+        return members, 17, history
     if name == "member-without-bump":
         return _with(members, None, ("tensor_parallel_size", "int32_t", 17)), 16, {**history, 17: ["tensor_parallel_size"]}
     if name == "member-without-history-entry":
@@ -116,20 +178,29 @@ def _variant(name: str) -> tuple[list[tuple[str, str, int]], int, dict[int, list
     raise KeyError(f"unknown header variant {name!r}; known: {sorted(VARIANTS)}")
 
 
-VARIANTS = ("v16", "v15", "v17-appended", "inserted-mid-struct", "inserted-before-device", "bump-without-member",
-            "member-without-bump", "member-without-history-entry")
+VARIANTS = ("v16", "v15", "v17-appended", "inserted-mid-struct", "inserted-before-device", "entry-point-bump",
+            "bump-without-history-entry", "member-without-bump", "member-without-history-entry")
 
 
 def header_of(data: Mapping[str, Any]) -> str:
     """The header text a *header* input names."""
     if data.get("header") == "spec":
         return SPEC_HEADER.read_text(encoding="utf-8")
+    if data.get("header") == "configured":
+        return configured_header().read_text(encoding="utf-8")
+    if "fixture" in data:
+        return fixture_text(data["fixture"])
     if "variant" in data:
         return render_header(*_variant(data["variant"]))
     if "members" in data:
         history = {int(v): list(names) for v, names in data["history"].items()}
-        return render_header([tuple(m) for m in data["members"]], int(data["abi_version"]), history)
-    raise KeyError(f"a header input needs 'header: spec', 'variant' or 'members', got {sorted(data)}")
+        style = data.get("style", "annotations")
+        if style not in ("annotations", "headings"):
+            raise ValueError(f"a header's style is 'annotations' or 'headings', got {style!r}")
+        render = render_header if style == "annotations" else render_port_header
+        return render([tuple(m) for m in data["members"]], int(data["abi_version"]), history)
+    raise KeyError("a header input needs 'header: spec|configured', 'fixture', 'variant' or 'members', "
+                   f"got {sorted(data)}")
 
 
 def header_text(data: Mapping[str, Any]) -> Call:
@@ -146,24 +217,63 @@ def no_arguments(data: Mapping[str, Any]) -> Call:
 
 
 def spec_header(data: Mapping[str, Any]) -> Call:
-    """Call(path of spec/include/vllm.h) for an oracle that compiles it."""
+    """Call(path of the configured header, by default spec/include/vllm.h) for an oracle that compiles it."""
     require_compiler()
     if data and data != {"header": "spec"}:
-        raise ValueError(f"this oracle reads the spec header only, got {dict(data)!r}")
-    return Call(args=(str(SPEC_HEADER),))
+        raise ValueError(f"this oracle reads the configured header only, got {dict(data)!r}")
+    return Call(args=(str(configured_header()),))
+
+
+def header_and_library(data: Mapping[str, Any]) -> Call:
+    """Call(configured header path, library=configured library or None) for an oracle reading the library's
+    defaults at the header's offsets (None: the stand-in built from the header)."""
+    spec_header(data)
+    return Call(args=(str(configured_header()),), kwargs={"library": configured_library_or_none()})
 
 
 _FOREIGN = "int vllm_gates_unrelated(void) { return 0; }\n"
 
 
+def _library_header(which: Any) -> str | None:
+    """The header text a *library* input's library is built from (None for the foreign one)."""
+    if which == "foreign":
+        return None
+    if which == "configured":
+        return configured_header().read_text(encoding="utf-8")
+    if which == "spec":
+        return SPEC_HEADER.read_text(encoding="utf-8")
+    if isinstance(which, Mapping):
+        if set(which) != {"fixture"}:
+            raise ValueError(f"a library given as a mapping is {{fixture: NAME}}, got {dict(which)!r}")
+        return fixture_text(which["fixture"])
+    return render_header(*_variant(which))
+
+
 def library(data: Mapping[str, Any]) -> Call:
-    """Call(path of a compiled library): ``{library: spec}``, ``{library: VARIANT}`` or ``{library: foreign}``."""
+    """Call(path of a library, header text it was built from) for the handshake: ``{library: configured}`` is the
+    configured library; the others are compiled (see the module docstring)."""
     require_compiler()
     which = data["library"]
+    text = _library_header(which)
     if which == "foreign":
         return Call(args=(str(build("not_vllm", "", _FOREIGN, shared=True)),))
-    text = SPEC_HEADER.read_text(encoding="utf-8") if which == "spec" else render_header(*_variant(which))
-    return Call(args=(str(handshake_library(text)),))
+    if which == "configured":
+        return Call(args=(str(configured_library()),), kwargs={"header_text": text})
+    return Call(args=(str(handshake_library(text)),), kwargs={"header_text": text})  # type: ignore[arg-type]
+
+
+def library_header(data: Mapping[str, Any]) -> Call:
+    """Call(path of the header a *library* input's library is built from) for the version it must report."""
+    require_compiler()
+    which = data["library"]
+    if which == "configured":
+        return Call(args=(str(configured_header()),))
+    if which == "spec":
+        return Call(args=(str(SPEC_HEADER),))
+    if isinstance(which, Mapping):
+        fixture_text(which.get("fixture"))
+        return Call(args=(str(FIXTURES / which["fixture"]),))
+    raise ValueError(f"the version oracle reads the header of a spec, configured or fixture library, got {which!r}")
 
 
 def probe_config(data: Mapping[str, Any]) -> kv.KVCacheConfig:
@@ -210,10 +320,10 @@ def load_call(data: Mapping[str, Any]) -> Call:
 
 
 def check_call(data: Mapping[str, Any]) -> Call:
-    """Call(spec header path, raw members, bytes per block) for the compiled C checks."""
+    """Call(configured header path, raw members, bytes per block) for the compiled C checks."""
     require_compiler()
     probe = data.get("probe", DEFAULT_PROBE)
-    return Call(args=(str(SPEC_HEADER), raw_members(data.get("members", {})), probe_bytes_per_block(probe)))
+    return Call(args=(str(configured_header()), raw_members(data.get("members", {})), probe_bytes_per_block(probe)))
 
 
 def _text_field(value: Any) -> Any:

@@ -15,13 +15,13 @@ from impl.capi import history as good_history
 from impl.capi.abi import FIELD_SINCE, MEMBERS, ModelParams, VllmStatus
 from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, engine_params_from_c, engine_params_from_values
 from impl.capi.defaults import model_params_default
-from impl.capi.errors import CapiError, InvalidArgument
+from impl.capi.errors import AbiHistoryError, AbiVersionMismatch, CapiError, InvalidArgument
 from impl.capi.layout import struct_layout
-from impl.capi.library import open_library
+from impl.capi.library import checked_abi_version, open_library
 from impl.capi.load import LoadResult, engine_load
 from impl.entrypoints import example_cli
 from impl.entrypoints.model_loader import DEFAULT_GPU_MEMORY_UTILIZATION, EngineParams
-from impl.v1.kv_cache_interface import KVCacheConfig
+from impl.v1.kv_cache_interface import KVCacheConfig, kv_bytes_per_block
 
 from .subjects import (default_returned_by_value, describe, load_verdict, member_values, pool_from_members, through_c,
                        verdict)
@@ -73,23 +73,68 @@ def layout_field_without_bump() -> dict[str, object]:
 
 def history_sorted_by_version(header_text: str) -> dict[str, object]:
     """Sorts members by version before checking, so a member inserted mid-struct looks appended."""
-    members = sorted(good_history.read_members(header_text), key=lambda member: member[1])
-    return good_history.field_history(members, good_history.read_abi_version(header_text),
-                                      good_history.read_history(header_text))
+    facts = good_history.read_header(header_text)
+    return good_history.check_history(replace(facts, members=tuple(sorted(facts.members, key=lambda m: m.since))))
 
 
 def history_trusts_the_macro(header_text: str) -> dict[str, object]:
     """Checks the member order, then lists versions 1..VLLM_ABI_VERSION without asking whether the
-    newest member's version is the macro (a member past it is silently left out)."""
-    members, version = good_history.read_members(header_text), good_history.read_abi_version(header_text)
-    good_history.field_history(members, max(since for _, since in members))
-    return {"abi_version": version,
-            "versions": {f"v{v}": [name for name, since in members if since <= v] for v in range(1, version + 1)}}
+    newest member's version is past the macro (a member past it is silently left out)."""
+    facts = good_history.read_header(header_text)
+    good_history.check_order(facts.members)
+    return good_history.versions(facts.members, facts.abi_version)
 
 
 def history_skips_entries(header_text: str) -> dict[str, object]:
-    """Checks order and version but never compares the annotations with the history entries."""
-    return good_history.field_history(good_history.read_members(header_text), good_history.read_abi_version(header_text))
+    """Checks order and bumps but never compares the annotations with the history entries."""
+    facts = good_history.read_header(header_text)
+    good_history.check_order(facts.members)
+    good_history.check_bumps(facts.members, facts.abi_version, facts.log)
+    return good_history.versions(facts.members, facts.abi_version)
+
+
+def history_reads_annotations_only(header_text: str) -> dict[str, object]:
+    """The reader before issue 12: only "[vN]" annotations, so the port's own header fails on parsing."""
+    facts = good_history.read_header(header_text)
+    if facts.convention != good_history.ANNOTATIONS:
+        raise AbiHistoryError(f"member {facts.members[0].name!r} has no '[vN]' annotation opening its comment")
+    return good_history.check_history(facts)
+
+
+def history_bump_needs_a_member(header_text: str) -> dict[str, object]:
+    """The rule before issue 12, "VLLM_ABI_VERSION is the newest member's version": refuses the port's v17 and v18,
+    bumped for entry points only."""
+    facts = good_history.read_header(header_text)
+    result = good_history.check_history(facts)
+    newest = max(m.since for m in facts.members)
+    if newest != facts.abi_version:
+        raise AbiHistoryError(f"VLLM_ABI_VERSION is {facts.abi_version} but the newest member is from v{newest}: "
+                              "a version bump needs a new member")
+    return result
+
+
+def history_any_bump_accepted(header_text: str) -> dict[str, object]:
+    """Takes every version without a member for an entry-point bump, whether or not the history has its entry."""
+    facts = good_history.read_header(header_text)
+    filled = {**{v: () for v in range(1, facts.abi_version + 1)}, **facts.log}
+    return good_history.check_history(replace(facts, log=filled))
+
+
+def history_ignores_log_names(header_text: str) -> dict[str, object]:
+    """Reads the port's version log for its entries only, never for the members they name, so a member without its
+    own heading (read as part of the run before it) goes unseen."""
+    facts = good_history.read_header(header_text)
+    if facts.convention == good_history.HEADINGS:
+        facts = replace(facts, log={version: () for version in facts.log})
+    return good_history.check_history(facts)
+
+
+def history_insertion_without_offsets(header_text: str) -> dict[str, object]:
+    """Refuses a member inserted mid-struct without saying which offsets it moved."""
+    try:
+        return good_history.header_history(header_text)
+    except AbiHistoryError as err:
+        raise AbiHistoryError(str(err).split("; offsets")[0].split("; no v")[0]) from None
 
 
 # --- defaults gate: gates.rows.capi_abi.subjects:model_params_default_members() ---------------------------
@@ -248,6 +293,16 @@ _RENUMBERED_STATUS: dict[str, int] = {"VLLM_OK": 0, "VLLM_ERR_MODEL_LOAD": 1, "V
 """A binding that numbered MODEL_LOAD before INVALID_ARGUMENT (status name -> its wrong code, a plain int)."""
 
 
+def load_block_count_wrapped(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
+    """A block count above INT32_MAX stored into the int32_t num_blocks as C would: wrapped, not refused."""
+    result = engine_load(params, probe)
+    if result.status is VllmStatus.VLLM_ERR_INVALID_ARGUMENT and "an engine counts" in (result.error or ""):
+        engine = engine_params_from_c(params)
+        blocks = engine.kv_cache_memory_bytes // kv_bytes_per_block(probe)
+        result = LoadResult(VllmStatus.VLLM_OK, None, engine, ctypes.c_int32(blocks).value)
+    return verdict(result)
+
+
 def load_status_renumbered(params: ModelParams, probe: KVCacheConfig) -> dict[str, Any]:
     """Right status names, wrong numbers: a C caller comparing codes reads INVALID_ARGUMENT as MODEL_LOAD."""
     result = load_verdict(params, probe)
@@ -262,18 +317,31 @@ def load_message_without_member(params: ModelParams, probe: KVCacheConfig) -> di
     return verdict(result)
 
 
-# --- version gate: impl.capi.library:checked_abi_version(library_path) -------------------------------------
+# --- version gate: impl.capi.library:checked_abi_version(library_path, header_text) ------------------------
 
-def version_bump_without_member(library_path: str) -> int:
+def version_bump_without_member(library_path: str, header_text: str | None = None) -> int:
     """A binding bumped to v17 without a new member: it refuses the v16 library it mirrors."""
-    return open_library(library_path, expected_version=17).abi_version
+    return open_library(library_path, expected_version=17, header_text=header_text).abi_version
 
 
-def version_unchecked(library_path: str) -> int:
+def version_unchecked(library_path: str, header_text: str | None = None) -> int:
     """Loads any library and reports its version without comparing it with the mirror's."""
     function = ctypes.CDLL(str(library_path)).vllm_abi_version
     function.restype = ctypes.c_int32
     return int(function())
+
+
+def version_claims_layouts_differ(library_path: str, header_text: str | None = None) -> int:
+    """The refusal before issue 12: every other version is said to have another struct layout, even v18, whose
+    vllm_model_params is v16's."""
+    try:
+        return checked_abi_version(library_path)
+    except AbiVersionMismatch as err:
+        if "exports no vllm_abi_version" in str(err):
+            raise
+        reported = version_unchecked(library_path)
+        raise AbiVersionMismatch(f"{library_path} was built for vllm C ABI v{reported} but this binding mirrors v16 "
+                                 "(spec/include/vllm.h); the struct layouts differ, so it is refused.") from None
 
 
 # --- CLI gate: gates.rows.capi_abi.subjects:engine_params_via_c(argv) --------------------------------------

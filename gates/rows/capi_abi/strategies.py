@@ -115,7 +115,8 @@ _NEW_TYPES = st.sampled_from(["int32_t", "int64_t", "double", "const char *"])
 
 
 def header_variants() -> st.SearchStrategy[dict[str, Any]]:
-    """v16 headers with up to two new members inserted anywhere, any version and history entries."""
+    """v16 headers with up to two new members inserted anywhere, any version and history entries, written in our
+    "[vN]" convention or the C++ port's "(ABI vN)" one."""
     base = [[name, ctype, since] for name, ctype, since in V16_MEMBERS]
 
     @st.composite
@@ -129,6 +130,9 @@ def header_variants() -> st.SearchStrategy[dict[str, Any]]:
         history = {v: [m[0] for m in members if m[2] == v] for v in range(1, max(version, newest) + 1)}
         if draw(st.booleans()) and history[newest]:
             history[newest] = history[newest][1:]  # an entry that forgets a member
-        return {"members": members, "abi_version": version, "history": history}
+        if version > newest and draw(st.booleans()):
+            del history[version]  # a bump without a member that the history does not explain
+        style = draw(st.sampled_from(["annotations", "headings"]))
+        return {"members": members, "abi_version": version, "history": history, "style": style}
 
     return variant()

@@ -26,7 +26,7 @@ from impl.entrypoints.model_loader import EngineParams, resolve_num_blocks
 from impl.v1.kv_cache_interface import KVCacheConfig
 from oracles.abi.library import load
 
-from .build import SPEC_HEADER
+from .build import configured_header, configured_library
 
 
 _NAMED_MEMBER = re.compile(r"vllm_model_params\.([A-Za-z_]\w*)")
@@ -52,7 +52,7 @@ def member_values(struct: ctypes.Structure) -> dict[str, Any]:
 def through_c(params: EngineParams, struct: type[ctypes.Structure] = ModelParams,
               mappings: tuple[MemberMapping, ...] = MAPPINGS) -> EngineParams:
     """``params`` written into ``struct``, copied member by member by the compiled C library, read back."""
-    library = load(SPEC_HEADER.read_text(encoding="utf-8"))
+    library = load(configured_header().read_text(encoding="utf-8"))
     written = struct(**c_values_from_engine(params, mappings))
     size = ctypes.sizeof(struct)
     with library.copied(ctypes.string_at(ctypes.addressof(written), size)) as copied:
@@ -61,8 +61,9 @@ def through_c(params: EngineParams, struct: type[ctypes.Structure] = ModelParams
 
 
 def default_returned_by_value(struct: type[ctypes.Structure] = ModelParams) -> ctypes.Structure:
-    """``vllm_model_params_default()`` of the compiled library, returned by value into ``struct``."""
-    library = open_library(load(SPEC_HEADER.read_text(encoding="utf-8")).path)
+    """``vllm_model_params_default()`` of the configured library (by default the stand-in built from the configured
+    header), returned by value into ``struct``; the library's version is checked first."""
+    library = open_library(configured_library(), header_text=configured_header().read_text(encoding="utf-8"))
     if struct is ModelParams:
         return library.model_params_default()
     function = library.handle.vllm_model_params_default
@@ -81,7 +82,8 @@ def c_default_through_mirror() -> dict[str, Any]:
 
 
 def round_trip(params: EngineParams) -> dict[str, Any]:
-    """EngineParams -> vllm_model_params -> compiled C copy -> vllm_model_params -> EngineParams, described."""
+    """EngineParams -> vllm_model_params -> compiled C copy (the stand-in built from the configured header) ->
+    vllm_model_params -> EngineParams, described."""
     return describe(through_c(params))
 
 

@@ -1,0 +1,83 @@
+#include "driver/dispatch.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "driver/plain.h"
+
+namespace gates {
+
+std::string quote_message(const std::string& text) {
+  return Value(text).dump(-1, ' ', false, Value::error_handler_t::replace);
+}
+
+Reply error_reply(const std::string& kind, const std::string& message) {
+  return {"\"error\":{\"kind\":" + quote_message(kind) + ",\"message\":" + quote_message(message.substr(0, 4000)) + "}",
+          false};
+}
+
+namespace {
+
+Reply raised_reply(const std::string& kind, const std::string& message) {
+  std::string mro;
+  for (const auto& name : kind_lineage(kind)) mro += (mro.empty() ? "" : ",") + quote_message(name);
+  return {"\"result\":{\"raised\":{\"type\":" + quote_message(kind) + ",\"mro\":[" + mro + "],\"message\":" +
+              quote_message(message) + "}}",
+          false};
+}
+
+std::string text_member(const Value& request, const char* name) {
+  auto it = request.find(name);
+  return it != request.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+Reply answer_call(const Value& request) {
+  try {
+    if (!request.is_object()) return error_reply("protocol", "a call must be a JSON object");
+    if (text_member(request, "target") == kStandIn) return {"\"result\":{\"value\":{\"$wrong\":true}}", false};
+    std::string name = text_member(request, "operation");
+    if (name.empty()) {
+      std::string target = text_member(request, "target");
+      return error_reply("not-implemented", "the call names no operation" + (target.empty() ? std::string() : " (target " + target + ")") +
+                                                 "; the C++ driver answers operations only");
+    }
+    const Operation* operation = find_operation(name);
+    if (operation == nullptr) return error_reply("not-implemented", "the C++ driver has no operation '" + name + "'");
+    Value input;
+    try {
+      auto it = request.find("input");
+      input = decode(it == request.end() ? Value(nullptr) : *it, "input");
+    } catch (const ProtocolError& e) {
+      return error_reply("protocol", e.what());
+    }
+    Value result;
+    try {
+      result = (*operation)(input);
+    } catch (const Raised& e) {
+      return raised_reply(e.kind, e.what());
+    } catch (const std::invalid_argument& e) {
+      return raised_reply("invalid-argument", e.what());
+    } catch (const std::out_of_range& e) {
+      return raised_reply("invalid-argument", e.what());
+    } catch (const std::exception& e) {
+      return error_reply("worker", std::string("operation '") + name + "' failed: " + e.what());
+    } catch (...) {
+      return error_reply("worker", std::string("operation '") + name + "' threw something that is not a std::exception");
+    }
+    Reply reply;
+    try {
+      reply.members = "\"result\":{\"value\":" + encode(result, reply.exact) + "}";
+    } catch (const NotPlain& e) {
+      return error_reply("not-plain", e.what());
+    }
+    return reply;
+  } catch (const std::exception& e) {
+    return error_reply("worker", e.what());
+  } catch (...) {
+    return error_reply("worker", "the call failed in the driver");
+  }
+}
+
+}  // namespace gates

@@ -1,0 +1,144 @@
+#include "driver/server.h"
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <unistd.h>
+
+#include "driver/dispatch.h"
+#include "driver/framing.h"
+#include "driver/plain.h"
+#include "driver/registry_internal.h"
+
+namespace gates {
+namespace {
+
+std::string names_json() {
+  std::string out = "[";
+  for (const auto& name : operation_names()) out += (out.size() > 1 ? "," : "") + quote_message(name);
+  return out + "]";
+}
+
+void write_text(int fd, const std::string& body, bool exact = false) {
+  if (body.size() > kMaxFrame) {
+    write_frame(fd, "{" + error_reply("worker", "the reply is over the frame limit of 268435456 bytes").members + "}", false);
+    return;
+  }
+  write_frame(fd, body, exact);
+}
+
+// Hello's settings: a JSON object of names to strings (a $map-encoded one is decoded first).
+Value settings_of(const Value& hello) {
+  auto it = hello.find("settings");
+  if (it == hello.end()) return Value::object();
+  try {
+    Value decoded = decode(*it, "settings");
+    return decoded.is_object() ? decoded : Value::object();
+  } catch (const ProtocolError&) {
+    return it->is_object() ? *it : Value::object();
+  }
+}
+
+bool handshake(int fd) {
+  bool exact = false;
+  std::string text = read_frame(fd, exact);
+  Value hello;
+  bool ok = false;
+  try {
+    hello = parse_exact(text);
+    auto op = hello.find("op");
+    auto version = hello.find("version");
+    ok = hello.is_object() && op != hello.end() && *op == "hello" && version != hello.end() &&
+         version->is_number_integer() && *version == kProtocolVersion;
+  } catch (const ProtocolError&) {
+  }
+  if (!ok) {
+    std::string reason = "expected hello version " + std::to_string(kProtocolVersion) + ", got " + text.substr(0, 300);
+    write_text(fd, "{\"op\":\"refused\",\"reason\":" + quote_message(reason) + "}");
+    return false;
+  }
+  set_settings(settings_of(hello));
+  write_text(fd, "{\"op\":\"ready\",\"version\":" + std::to_string(kProtocolVersion) + ",\"pid\":" + std::to_string(::getpid()) +
+                     ",\"language\":\"c++\",\"operations\":" + names_json() + "}");
+  return true;
+}
+
+// A check (§5.1): the driver has no targets to resolve; entries that name an operation it lacks are problems.
+std::string check_members(const Value& request) {
+  std::string problems;
+  auto targets = request.find("targets");
+  if (targets != request.end() && targets->is_array()) {
+    for (const auto& entry : *targets) {
+      auto op = entry.is_object() ? entry.find("operation") : entry.end();
+      if (!entry.is_object() || op == entry.end() || !op->is_string() || find_operation(op->get<std::string>())) continue;
+      auto key = entry.find("key");
+      problems += std::string(problems.empty() ? "" : ",") + "{\"key\":" + (key != entry.end() ? key->dump() : "null") +
+                  ",\"message\":" + quote_message("the C++ driver has no operation '" + op->get<std::string>() + "'") + "}";
+    }
+  }
+  return "\"result\":{\"problems\":[" + problems + "]}";
+}
+
+std::string id_text(const Value& request) {
+  auto id = request.find("id");
+  if (id == request.end() || !id->is_number_integer()) return "null";
+  return id->dump();
+}
+
+}  // namespace
+
+int serve(int fd) {
+  try {
+    if (!handshake(fd)) return 2;
+    for (;;) {
+      bool exact = false;
+      std::string text = read_frame(fd, exact);
+      Value request;
+      try {
+        request = parse_exact(text);
+      } catch (const ProtocolError& e) {
+        std::fprintf(stderr, "vllm-gates-cpp: a frame that is not a JSON object: %s\n", e.what());
+        return 3;
+      }
+      if (!request.is_object()) {
+        std::fprintf(stderr, "vllm-gates-cpp: a frame that is not a JSON object\n");
+        return 3;
+      }
+      auto op = request.find("op");
+      std::string name = op != request.end() && op->is_string() ? op->get<std::string>() : std::string();
+      if (name == "bye") return 0;
+      std::string head = "{\"id\":" + id_text(request) + ",";
+      if (name == "call") {
+        Reply reply = answer_call(request);
+        write_text(fd, head + reply.members + "}", reply.exact);
+      } else if (name == "check") {
+        write_text(fd, head + check_members(request) + "}");
+      } else {
+        write_text(fd, head + error_reply("protocol", "unknown op " + (op == request.end() ? std::string("(none)") : op->is_string() ? "'" + name + "'" : op->dump())).members + "}");
+      }
+    }
+  } catch (const ChannelClosed&) {
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vllm-gates-cpp: %s\n", e.what());
+    return 3;
+  }
+}
+
+int serve_lines() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    Reply reply;
+    try {
+      reply = answer_call(parse_exact(line));
+    } catch (const ProtocolError& e) {
+      reply = error_reply("protocol", e.what());
+    }
+    std::cout << "{" << reply.members << "}\n" << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace gates

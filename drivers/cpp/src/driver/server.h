@@ -1,0 +1,15 @@
+// The two ways the driver runs: the judge's socket protocol, and the line-per-request debug mode.
+#pragma once
+
+namespace gates {
+
+constexpr int kProtocolVersion = 1;
+
+// docs/worker-protocol.md §4-§5 over the inherited socket `fd`. Returns the process exit status: 0 after bye or a
+// clean close, 2 after a refused hello, 3 after a broken frame.
+int serve(int fd);
+
+// `--lines`: each stdin line {"operation": S, "input": V} gives one stdout line {"result": ...} or {"error": ...}.
+int serve_lines();
+
+}  // namespace gates

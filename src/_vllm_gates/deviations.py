@@ -1,0 +1,77 @@
+"""Declared deviations from the pinned upstream release (`spec/deviations.yaml`): for one operation of a row, what
+upstream does, what we do and why, and the upstream gate that shows upstream still behaves as declared."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from _vllm_gates.config import Config
+from _vllm_gates.errors import DefinitionError, Location
+from _vllm_gates.fields import Reader, show
+from _vllm_gates.model import GateFile
+from _vllm_gates.yamlsource import load_yaml, location_of
+
+DEVIATION_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+KEYS = {"row", "operation", "upstream", "ours", "why", "checked_by"}
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """One declared difference from upstream, and the gate that keeps the declaration true."""
+
+    id: str
+    location: Location
+    row: str
+    operation: str
+    upstream: str
+    ours: str
+    why: str
+    checked_by: str
+
+
+def load_deviations(config: Config, gate_files: tuple[GateFile, ...]) -> tuple[Deviation, ...]:
+    """The project's deviations (none when it pins no upstream or has no file); DefinitionError naming file:line
+    for a malformed entry, an unknown row or operation, or a checking gate that is missing or not an upstream gate."""
+    if config.upstream is None or not (config.root / config.upstream.deviations).is_file():
+        return ()
+    shown = config.upstream.deviations
+    reader = Reader(shown)
+    top = reader.mapping(load_yaml(config.root / shown, shown, what="deviations file"), "", None)
+    if top is None:
+        raise DefinitionError(reader.problems)
+    reader.keys(top, "", {"upstream", "deviations"}, {"notes"})
+    pinned = reader.string(top, "upstream", "upstream")
+    if pinned and pinned != config.upstream.version:
+        reader.problem(location_of(top, "upstream"), "upstream",
+                       f"declares deviations from {show(pinned)}, but the project pins {show(config.upstream.version)}")
+    files = {gf.row: gf for gf in gate_files}
+    marker = config.parity_marker()
+    found: list[Deviation] = []
+    table = reader.mapping(top["deviations"], "deviations", location_of(top, "deviations")) if "deviations" in top else None
+    for name, body in (table or {}).items():
+        key, where = f"deviations.{name}", location_of(table, name)
+        if not isinstance(name, str) or not DEVIATION_ID.match(name):
+            reader.problem(where, "deviations", f"deviation id {show(name)} must match {DEVIATION_ID.pattern}")
+            continue
+        entry = reader.mapping(body, key, where)
+        if entry is None:
+            continue
+        reader.keys(entry, key, KEYS, set())
+        values = {k: reader.string(entry, k, f"{key}.{k}") for k in sorted(KEYS)}
+        if not all(values.values()):
+            continue
+        gate_file = files.get(values["row"])  # type: ignore[arg-type]
+        if gate_file is None:
+            reader.problem(location_of(entry, "row"), f"{key}.row", f"row {show(values['row'])} has no gate file that loads")
+            continue
+        if values["operation"] not in {op.name for op in gate_file.operations}:
+            reader.problem(location_of(entry, "operation"), f"{key}.operation",
+                           f"operation {show(values['operation'])} is not declared in {gate_file.folder}/operations.yaml")
+        gate = next((g for g in gate_file.gates if g.id == values["checked_by"]), None)
+        if gate is None or marker not in gate.markers:
+            what = "is not a gate of" if gate is None else f"does not carry the {marker!r} marker in"
+            reader.problem(location_of(entry, "checked_by"), f"{key}.checked_by",
+                           f"{show(values['checked_by'])} {what} {gate_file.path}: a deviation is checked against upstream itself")
+        found.append(Deviation(name, where, **values))  # type: ignore[arg-type]
+    if reader.problems:
+        raise DefinitionError(reader.problems)
+    return tuple(found)
