@@ -251,3 +251,100 @@ def test_the_ctypes_mirror_never_wraps(member, value):
     assert getattr(params, member) == 0
     params.block_size, params.kv_cache_memory_bytes = -2**31, 2**63 - 1
     assert (params.block_size, params.kv_cache_memory_bytes) == (-2**31, 2**63 - 1)
+
+
+# --- the two allocation models (issue 13, item 4) -------------------------------------------------------
+
+GEMMA2 = FIXTURES / "gemma-2-9b-it.json"
+PORT_HEADER = "C++ port: summed over layers (what ROAD-V1-MEM gates)"
+VLLM_HEADER = "vLLM 0.33.0: pool shared by KV cache groups"
+EXISTING_KEYS = {"model_config", "architecture", "tensor_parallel_size", "dtype", "kv_cache_dtype", "block_size",
+                 "groups", "bytes_per_block", "num_blocks", "decided_by", "kv_cache_memory_bytes", "kv_cache_tokens",
+                 "max_model_len", "max_concurrency", "warnings"}
+
+
+def plan_json(*argv: str) -> dict[str, Any]:
+    done = kv_plan(*argv, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_gemma2_shows_both_models_with_vllms_block_half_ours():
+    done = kv_plan("--model-config", str(GEMMA2), "--kv-cache-memory", "4GiB")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    port_at, vllm_at = lines.index(PORT_HEADER), lines.index(VLLM_HEADER)
+    assert port_at < vllm_at
+    port_text, vllm_text = "\n".join(lines[port_at:vllm_at]), "\n".join(lines[vllm_at:])
+    assert "KV bytes per block: 11,010,048 (10.50 MiB)" in port_text and "num_blocks: 390 " in port_text
+    assert "GPU KV cache size: 12,480 tokens" in port_text
+    assert "KV bytes per block: 5,505,024 (5.25 MiB), the largest group's" in vllm_text
+    assert "num_blocks: 780 " in vllm_text and "4,294,967,296 // 5,505,024" in vllm_text
+    assert "GPU KV cache size: 12,455 tokens" in vllm_text
+    assert "Maximum concurrency for 8,192 tokens per request: 1.52x (780 blocks / 513 blocks per request)" in vllm_text
+
+    plan = plan_json("--model-config", str(GEMMA2), "--kv-cache-memory", "4GiB")
+    assert EXISTING_KEYS | {"vllm_pool"} == set(plan)
+    assert (plan["bytes_per_block"], plan["num_blocks"], plan["kv_cache_tokens"]) == (11010048, 390, 12480)
+    assert [g["bytes_per_block"] for g in plan["groups"]] == [5505024, 5505024]  # the gated view, unchanged
+    vllm = plan["vllm_pool"]
+    assert vllm["computed"] and vllm["agrees_with_port"] is False and vllm["label"] == VLLM_HEADER
+    assert vllm["bytes_per_block"] * 2 == plan["bytes_per_block"]
+    assert (vllm["num_blocks"], vllm["decided_by"], vllm["available_memory_bytes"]) == (780, "kv_cache_memory_bytes",
+                                                                                       4 * 2**30)
+    assert [(g["spec"], g["layers"], g["blocks_per_request"]) for g in vllm["groups"]] == [
+        ("SlidingWindowSpec", 21, 257), ("FullAttentionSpec", 21, 256)]
+    assert vllm["blocks_per_request"] == 513 and vllm["max_in_flight_tokens"] == 2 * 8192
+    assert vllm["max_concurrency"] == 780 / 513 and vllm["kv_cache_tokens"] == int(780 / 513 * 8192)
+
+
+def test_a_sliding_window_group_takes_fewer_blocks_in_vllms_pool():
+    plan = plan_json("--model-config", str(GEMMA2), "--num-blocks", "1000", "--max-num-batched-tokens", "1024")
+    vllm = plan["vllm_pool"]
+    # window 4096: cdiv(min(4095 + 2 * 1024 in flight, 8192), 32) + 1 = 193; full attention: 8192 / 32 = 256
+    assert [g["blocks_per_request"] for g in vllm["groups"]] == [193, 256]
+    assert (vllm["num_blocks"], vllm["decided_by"], vllm["available_memory_bytes"]) == (1000, "num_blocks", None)
+    assert plan["num_blocks"] == 1000 and vllm["max_concurrency"] == 1000 / 449
+
+
+def test_without_a_budget_vllms_pool_gets_the_ports_memory():
+    plan = plan_json("--model-config", str(GEMMA2))
+    vllm = plan["vllm_pool"]
+    assert plan["decided_by"] == "fallback" and vllm["decided_by"] == "port_pool_memory"
+    assert vllm["available_memory_bytes"] == 256 * 11010048 and vllm["num_blocks"] == 512
+
+
+def test_llama_says_the_models_agree_in_one_line():
+    done = kv_plan("--model-config", str(LLAMA), "--kv-cache-memory", "4GiB")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1].startswith(f"{VLLM_HEADER}: agrees with the C++ port (one KV cache group")
+    assert sum(VLLM_HEADER in line for line in lines) == 1
+    assert sum("KV bytes per block" in line for line in lines) == 1 and PORT_HEADER in lines
+    plan = plan_json("--model-config", str(LLAMA), "--kv-cache-memory", "4GiB")
+    vllm = plan["vllm_pool"]
+    assert vllm["agrees_with_port"] is True and len(vllm["groups"]) == 1
+    for key in ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency"):
+        assert vllm[key] == plan[key], key
+
+
+def test_a_five_to_one_pattern_splits_the_sliding_layers_into_groups_of_the_full_layers_count(tmp_path):
+    types = (["sliding_attention"] * 5 + ["full_attention"]) * 2
+    path = config_file(tmp_path, with_fields(num_hidden_layers=12, layer_types=types, sliding_window=1024))
+    plan = plan_json("--model-config", path, "--kv-cache-memory", "1GiB", "--max-model-len", "8192")
+    vllm = plan["vllm_pool"]
+    assert [(g["spec"], g["layers"]) for g in vllm["groups"]] == [("SlidingWindowSpec", 2)] * 5 + [
+        ("FullAttentionSpec", 2)]
+    assert vllm["bytes_per_block"] * 6 == plan["bytes_per_block"]
+    # each sliding group: cdiv(min(1023 + 16384, 8192), 32) + 1 = 257 (in flight covers the whole length)
+    assert vllm["blocks_per_request"] == 5 * 257 + 256
+
+
+def test_vllms_pool_is_not_computed_for_a_mamba_hybrid_and_says_why():
+    path = str(FIXTURES / "qwen3-next-80b-a3b.json")
+    done = kv_plan("--model-config", path, "--kv-cache-memory", "4GiB")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith(f"{VLLM_HEADER}: not computed: ")
+    plan = plan_json("--model-config", path, "--kv-cache-memory", "4GiB")
+    assert plan["vllm_pool"]["computed"] is False and "_align_hybrid_block_size" in plan["vllm_pool"]["reason"]
+    assert plan["bytes_per_block"] == 786432 and plan["vllm_pool"]["bytes_per_block"] is None

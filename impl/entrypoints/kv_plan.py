@@ -2,6 +2,10 @@
 
 Mirrors the "GPU KV cache size" / "Maximum concurrency" lines of vllm/v1/core/kv_cache_utils.py, and vLLM's
 refusal of a ``--max-model-len`` above the model's (``_get_and_verify_max_len``, vllm/config/model.py).
+Two allocation models (issue 13, item 4): the top-level figures are the C++ port's, a block summed over every
+layer (what ROAD-V1-MEM gates); ``vllm_pool`` is vLLM 0.33.0's, one pool of block ids shared by the KV cache groups
+and sized by the largest group (impl/v1/core/kv_pool_groups.py, which cites the vLLM files). For one group they
+agree, and the text says so in one line.
 As a user meets it (issue 14): no torch on its path (specs are built from ``PlainDType``), so it answers in
 well under half a second; a bad flag or config is one line naming the flag, or the file and field, with
 exit status 2; a reader that closes the pipe ends it quietly; Ctrl-C is one line, exit status 130.
@@ -33,8 +37,9 @@ from impl.entrypoints.model_geometry import (
     probe_kv_cache_config,
 )
 from impl.entrypoints.model_loader import C_INT_MEMBERS, EngineParams, resolve_kv_pool
+from impl.v1.core.kv_pool_groups import VLLM_VERSION, unmodelled_reason, vllm_pool
 from impl.v1.dtypes import PLAIN_DTYPES, PlainDType
-from impl.v1.kv_cache_interface import AttentionSpec, KVCacheConfig, cdiv, kv_bytes_per_block
+from impl.v1.kv_cache_interface import AttentionSpec, KVCacheConfig, SlidingWindowSpec, cdiv, kv_bytes_per_block
 
 EXIT_USAGE = 2
 
@@ -44,6 +49,15 @@ _DECIDED_BY = {
     "gpu_memory_utilization": "--gpu-memory-utilization (memory profile)",
     "fallback": "fallback: no memory profile yet (ROAD-V1-MEM M3), 256 blocks",
 }
+
+PORT_LABEL = "C++ port: summed over layers"
+VLLM_LABEL = f"vLLM {VLLM_VERSION}: pool shared by KV cache groups"
+_VLLM_DECIDED_BY = {
+    "num_blocks": "--num-blocks (num_gpu_blocks_override)",
+    "kv_cache_memory_bytes": "--kv-cache-memory (kv_cache_memory_bytes // bytes per block)",
+    "port_pool_memory": "the C++ port's pool memory // bytes per block (no memory profile here)",
+}
+_COMPARED = ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,6 +160,8 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
                        "bytes_per_block": spec.page_size_bytes * layers if per_block else 0,
                        "state_bytes_per_sequence": 0 if per_block else spec.page_size_bytes * layers})
     blocks_per_request = cdiv(request_bytes, bpb) if bpb else 0
+    port = {"bytes_per_block": bpb, "num_blocks": num_blocks, "kv_cache_tokens": num_blocks * params.block_size,
+            "max_concurrency": num_blocks / blocks_per_request if blocks_per_request else None}
     return {
         "model_config": path,
         "architecture": (cfg.get("architectures") or [cfg.get("model_type")])[0],
@@ -158,11 +174,51 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         "num_blocks": num_blocks,
         "decided_by": sizing.decided_by,
         "kv_cache_memory_bytes": params.kv_cache_memory_bytes,
-        "kv_cache_tokens": num_blocks * params.block_size,
+        "kv_cache_tokens": port["kv_cache_tokens"],
         "max_model_len": max_len,
-        "max_concurrency": num_blocks / blocks_per_request if blocks_per_request else None,
+        "max_concurrency": port["max_concurrency"],
         "warnings": [str(w.message) for w in caught],
+        "vllm_pool": _vllm_pool(probe, params, sizing.decided_by, port, max_len, batched or max_len),
     }
+
+
+def _vllm_pool(probe: KVCacheConfig, params: EngineParams, decided_by: str, port: dict[str, Any], max_len: int,
+               batched: int) -> dict[str, Any]:
+    """vLLM 0.33.0's model of the same pool: the override's block count, else the same memory in its blocks.
+
+    ``--num-blocks`` is vLLM's ``num_gpu_blocks_override``; ``--kv-cache-memory`` is its available memory; without
+    either (no memory profile here) it gets the memory the C++ port's pool takes, so the two carve up one budget.
+    """
+    result: dict[str, Any] = {"label": VLLM_LABEL, "vllm_version": VLLM_VERSION, "computed": False, "reason": None,
+                              "agrees_with_port": None, "groups": [], "bytes_per_block": None, "num_blocks": None,
+                              "decided_by": None, "available_memory_bytes": None, "kv_cache_tokens": None,
+                              "blocks_per_request": None, "max_in_flight_tokens": None, "max_concurrency": None}
+    reason = unmodelled_reason(probe)
+    if reason is not None:
+        result["reason"] = reason
+        return result
+    if decided_by == "num_blocks":
+        pool = vllm_pool(probe, max_len, batched, num_blocks_override=port["num_blocks"])
+        available = None
+    else:
+        decided_by = decided_by if decided_by == "kv_cache_memory_bytes" else "port_pool_memory"
+        available = (params.kv_cache_memory_bytes if decided_by == "kv_cache_memory_bytes"
+                     else port["num_blocks"] * port["bytes_per_block"])
+        pool = vllm_pool(probe, max_len, batched, available_memory=available)
+    result.update(
+        computed=True,
+        groups=[{"group": i, "spec": type(g.spec).__name__, "layers": len(g.layer_names),
+                 "page_size_bytes": g.spec.page_size_bytes, "bytes_per_block": g.bytes_per_block,
+                 "blocks_per_request": g.blocks_per_request,
+                 "sliding_window": g.spec.sliding_window if isinstance(g.spec, SlidingWindowSpec) else None}
+                for i, g in enumerate(pool.groups)],
+        bytes_per_block=pool.bytes_per_block, num_blocks=pool.num_blocks, decided_by=decided_by,
+        available_memory_bytes=available, kv_cache_tokens=pool.kv_cache_tokens,
+        blocks_per_request=pool.blocks_per_request, max_in_flight_tokens=pool.max_in_flight_tokens,
+        max_concurrency=pool.max_concurrency,
+    )
+    result["agrees_with_port"] = all(result[key] == port[key] for key in _COMPARED)
+    return result
 
 
 def render(result: dict[str, Any]) -> str:
@@ -177,18 +233,50 @@ def render(result: dict[str, Any]) -> str:
         else:
             lines.append(f"  KV cache group {g['group']}: {g['spec']} x {g['layers']} layers, "
                          f"{g['state_bytes_per_sequence']:,} bytes of state per sequence (not per block)")
-    lines.append(f"KV bytes per block: {result['bytes_per_block']:,} ({result['bytes_per_block'] / 2**20:.2f} MiB)")
+    lines.append(f"{PORT_LABEL} (what ROAD-V1-MEM gates)")
     decided = _DECIDED_BY[result["decided_by"]]
     if result["decided_by"] == "kv_cache_memory_bytes":
         decided += f": {result['kv_cache_memory_bytes']:,} // {result['bytes_per_block']:,}"
-    lines.append(f"num_blocks: {result['num_blocks']:,} (decided by {decided})")
-    pool = result["num_blocks"] * result["bytes_per_block"]
-    lines.append(f"KV cache memory: {pool / 2**30:.2f} GiB")
-    lines.append(f"GPU KV cache size: {result['kv_cache_tokens']:,} tokens")
-    if result["max_concurrency"] is not None:
-        lines.append(f"Maximum concurrency for {result['max_model_len']:,} tokens per request: "
-                     f"{result['max_concurrency']:.2f}x")
+    lines += _pool_lines(result, result["max_model_len"], f"decided by {decided}")
+    lines += _render_vllm(result["vllm_pool"], result["max_model_len"], result["block_size"])
     return "\n".join(lines)
+
+
+def _pool_lines(pool: Mapping[str, Any], max_model_len: int, decided: str, block_note: str = "",
+                concurrency_note: str = "") -> list[str]:
+    """Bytes per block, block count, memory, token capacity and concurrency of one model, indented."""
+    lines = [f"  KV bytes per block: {pool['bytes_per_block']:,} ({pool['bytes_per_block'] / 2**20:.2f} MiB)"
+             f"{block_note}",
+             f"  num_blocks: {pool['num_blocks']:,} ({decided})",
+             f"  KV cache memory: {pool['num_blocks'] * pool['bytes_per_block'] / 2**30:.2f} GiB",
+             f"  GPU KV cache size: {pool['kv_cache_tokens']:,} tokens"]
+    if pool["max_concurrency"] is not None:
+        lines.append(f"  Maximum concurrency for {max_model_len:,} tokens per request: "
+                     f"{pool['max_concurrency']:.2f}x{concurrency_note}")
+    return lines
+
+
+def _render_vllm(pool: Mapping[str, Any], max_model_len: int, block_size: int) -> list[str]:
+    """vLLM's model: one line when it is not computed or agrees with the port's, else its groups and figures."""
+    if not pool["computed"]:
+        return [f"{VLLM_LABEL}: not computed: {pool['reason']}"]
+    if pool["agrees_with_port"]:  # only with one group: with more, the largest group is less than their sum
+        return [f"{VLLM_LABEL}: agrees with the C++ port (one KV cache group: the same bytes per block, num_blocks, "
+                "token capacity and maximum concurrency)"]
+    lines = [VLLM_LABEL]
+    for g in pool["groups"]:
+        need = f"{g['blocks_per_request']:,} blocks per request"
+        if g["sliding_window"] is not None:
+            need += (f" (window {g['sliding_window']:,}: cdiv(min({g['sliding_window'] - 1:,} + "
+                     f"{pool['max_in_flight_tokens']:,} tokens in flight, {max_model_len:,}), {block_size}) + 1)")
+        lines.append(f"  KV cache group {g['group']}: {g['spec']} x {g['layers']} layers, {g['page_size_bytes']:,} "
+                     f"bytes per layer per block = {g['bytes_per_block']:,} bytes; {need}")
+    decided = _VLLM_DECIDED_BY[pool["decided_by"]]
+    if pool["available_memory_bytes"] is not None:
+        decided += f": {pool['available_memory_bytes']:,} // {pool['bytes_per_block']:,}"
+    note = f" ({pool['num_blocks']:,} blocks / {pool['blocks_per_request']:,} blocks per request)"
+    whose = ", the largest group's" if len(pool["groups"]) > 1 else ", its one group's"
+    return lines + _pool_lines(pool, max_model_len, f"decided by {decided}", whose, note)
 
 
 def _run(argv: Sequence[str] | None) -> int:
