@@ -83,7 +83,18 @@ def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> list[C
         return []
     cases_map = reader.mapping(gate["cases"], f"{key}.cases", location_of(gate, "cases"))
     out = []
-    for name, body in (cases_map or {}).items():
+    if cases_map is None:
+        return out
+    places, outside = cases_map.key_locations, cases_map.location
+    case_name, keys = CASE_NAME.match, CASE_KEYS.issuperset
+    for name, body in cases_map.items():
+        # the common case, read without a problem: a named mapping of known keys with `expect` (or an oracle)
+        if (type(name) is str and type(body) is YMap and "raises" not in body and keys(body) and case_name(name)
+                and name not in RESERVED_CASE_NAMES and ("expect" in body or has_oracle)):
+            expect = body.get("expect")
+            out.append(Case(name, places.get(name, outside), to_plain(body.get("input", {})), "expect" in body,
+                            to_plain(expect) if isinstance(expect, (dict, list)) else expect, None))
+            continue
         case_key = f"{key}.cases.{name}"
         where = location_of(cases_map, name)
         if not isinstance(name, str) or not CASE_NAME.match(name) or name in RESERVED_CASE_NAMES:

@@ -8,6 +8,7 @@ a small node graph that expands to a huge one).
 """
 from __future__ import annotations
 
+import gc
 import os
 import re
 import stat
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, ScalarEvent, StreamEndEvent
+from yaml.events import (AliasEvent, CollectionEndEvent, CollectionStartEvent, DocumentEndEvent, DocumentStartEvent,
+                         MappingEndEvent, MappingStartEvent, ScalarEvent, SequenceEndEvent, SequenceStartEvent,
+                         StreamEndEvent, StreamStartEvent)
 
 from _vllm_gates.errors import DefinitionError, Location, Problem
 
@@ -197,6 +200,7 @@ try:
     class _LibyamlComposer(_ResolvedOnce, _CParser, yaml.resolver.Resolver):  # CParser resolves tags through the Python resolver
         """libyaml's composer, for _compose_with_libyaml."""
 except ImportError:  # PyYAML built without libyaml
+    _CParser = None  # type: ignore[assignment,misc]
     _LibyamlComposer = None  # type: ignore[assignment,misc]
 
 
@@ -222,6 +226,124 @@ def _compose_with_libyaml(text: str) -> yaml.Node | None:
         parser.dispose()
 
 
+_FALLBACK = object()  # _build_with_libyaml: this document is left to the node-by-node path
+_MISSING = object()
+_SCALAR_VALUES: dict[Any, Any] = {}  # (text, implicit) -> the value of a scalar without a tag (immutable: a str,
+#                                       an int, a float, a bool, None, a date), as the safe resolver and constructor give it
+# a Location (a frozen dataclass of three fields) may be made by setting its fields through its __dict__: half the cost
+_PLAIN_LOCATIONS = not hasattr(Location, "__slots__") and not hasattr(Location, "__post_init__")
+
+
+def _build_with_libyaml(text: str, shown: str, loader: _Builder) -> Any:
+    """The document's value built straight from libyaml's event stream: the same YMaps, YLists, scalars and
+    locations as composing the node graph and converting it (_compose_with_libyaml, then _convert), without the
+    graph in between (`gates list` reads every gate file; at 10,000 cases the graph was most of its time).
+
+    Only a plain document is built here: no anchors, aliases or tags, every mapping key a scalar that occurs once
+    in its mapping and is no merge key, within the nesting limit, every scalar constructed without error. On
+    anything else it returns _FALLBACK, and the node-by-node path reads the file again and words what is wrong.
+    More than MAX_NODES nodes is refused here as _precount refuses it (the same events, counted the same way).
+    """
+    if _CParser is None or _LIBYAML_DIFFERS.search(text):
+        return _FALLBACK
+    parser = _CParser(text)
+    get = parser.get_event
+    values, resolve, construct, scalar_node = _SCALAR_VALUES, loader.resolve, loader.construct_object, yaml.ScalarNode
+    plain_locations, new_location = _PLAIN_LOCATIONS, Location.__new__
+    nodes, limit, deepest = 0, MAX_NODES, MAX_DEPTH
+    stack: list[tuple[Any, bool]] = []  # the enclosing open collections, innermost last
+    top: Any = _MISSING
+    container: Any = None  # the innermost open collection; None at the top
+    is_map = False
+    key: Any = _MISSING  # in a mapping, the key whose value comes next; _MISSING when a key comes next
+    key_where: Any = None
+    where: Any = None
+    try:
+        if type(get()) is not StreamStartEvent or type(get()) is not DocumentStartEvent:
+            return _FALLBACK  # an empty stream
+        while True:
+            event = get()
+            kind = type(event)
+            if kind is MappingEndEvent or kind is SequenceEndEvent:
+                container, is_map = stack.pop()
+                continue
+            if kind is ScalarEvent:
+                nodes += 1
+                if nodes > limit:
+                    raise _too_many_nodes(_mark(shown, event.start_mark))
+                if event.anchor is not None or event.tag is not None:
+                    return _FALLBACK
+                cache_key = (event.value, event.implicit)
+                value = values.get(cache_key, _MISSING)
+                if value is _MISSING:
+                    tag = resolve(scalar_node, event.value, event.implicit)
+                    if tag == "tag:yaml.org,2002:merge":
+                        return _FALLBACK
+                    try:
+                        value = construct(scalar_node(tag, event.value, event.start_mark, event.end_mark, event.style))
+                    except Exception:  # worded by the node-by-node path
+                        return _FALLBACK
+                    if len(values) >= 200_000:
+                        values.clear()
+                    values[cache_key] = value
+                if is_map:
+                    if key is _MISSING:  # a key
+                        if value in container:
+                            return _FALLBACK
+                        key = value
+                        mark = event.start_mark
+                        if plain_locations:
+                            key_where = new_location(Location)
+                            fields = key_where.__dict__
+                            fields["path"], fields["line"], fields["column"] = shown, mark.line + 1, mark.column + 1
+                        else:
+                            key_where = Location(shown, mark.line + 1, mark.column + 1)
+                    else:  # a mapping's scalar value has no location of its own
+                        container[key] = value
+                        container.key_locations[key] = key_where
+                        key = _MISSING
+                    continue
+            elif kind is MappingStartEvent or kind is SequenceStartEvent:
+                nodes += 1
+                if nodes > limit:
+                    raise _too_many_nodes(_mark(shown, event.start_mark))
+                if event.anchor is not None or event.tag is not None or (is_map and key is _MISSING) or len(stack) >= deepest:
+                    return _FALLBACK  # an anchor or a tag; a collection as a key; nesting past the limit
+            elif kind is DocumentEndEvent and top is not _MISSING and type(get()) is StreamEndEvent:
+                return top
+            else:
+                return _FALLBACK  # a second document, or an event not expected here
+            mark = event.start_mark
+            if plain_locations:
+                where = new_location(Location)
+                fields = where.__dict__
+                fields["path"], fields["line"], fields["column"] = shown, mark.line + 1, mark.column + 1
+            else:
+                where = Location(shown, mark.line + 1, mark.column + 1)
+            if kind is MappingStartEvent:
+                value = YMap()
+                value.location, value.key_locations = where, {}
+            elif kind is SequenceStartEvent:
+                value = YList()
+                value.location, value.item_locations = where, []
+            if container is None:
+                top = value
+            elif is_map:
+                container[key] = value
+                container.key_locations[key] = key_where
+                key = _MISSING
+            else:
+                container.append(value)
+                container.item_locations.append(where)
+            if kind is not ScalarEvent:
+                stack.append((container, is_map))
+                container, is_map = value, kind is MappingStartEvent
+    except yaml.YAMLError:
+        return _FALLBACK
+    finally:
+        parser.dispose()
+
+
 def _convert(path: str, node: yaml.Node, loader: _Builder, depth: int = 0, budget: list[int] | None = None) -> Any:
     budget = budget if budget is not None else [MAX_NODES]
     budget[0] -= 1
@@ -241,7 +363,7 @@ def _convert(path: str, node: yaml.Node, loader: _Builder, depth: int = 0, budge
                 raise DefinitionError([Problem(_loc(path, key_node), "", "mapping keys must be plain scalars")])
             key = _scalar(path, key_node, loader)  # kept as YAML typed it: `1:` is the int 1 in case data
             if key in out:
-                first = next(k for k in out if k == key)
+                first = next((k for k in out if k == key), key)  # NaN keys are never equal: still a duplicate
                 what = "duplicate key" if repr(first) == repr(key) else f"key {key!r} collides with key {first!r} (equal as Python values)"
                 raise DefinitionError([Problem(_loc(path, key_node), str(key), what)])
             out[key] = _convert(path, value_node, loader, depth + 1, budget)
@@ -269,7 +391,12 @@ def load_yaml(path: Path | str, display_path: str | None = None, text: str | Non
         loader = _Builder(text, shown)
     except yaml.YAMLError as exc:  # the reader refuses control characters before any parsing
         raise DefinitionError([Problem(_mark_location(shown, exc, text), "", f"YAML error: {_one_line(exc)}")]) from None
+    collecting = gc.isenabled()
+    gc.disable()  # the values built hold no cycles: the collector would only walk them, over and over, as they grow
     try:
+        value = _build_with_libyaml(text, shown, loader)
+        if value is not _FALLBACK:
+            return value
         node = _compose_with_libyaml(text) if _precount(text, shown) else None
         if node is None:  # no libyaml, a limit passed, an error to word, or an empty file
             node = loader.get_single_node()
@@ -286,6 +413,8 @@ def load_yaml(path: Path | str, display_path: str | None = None, text: str | Non
     except RecursionError:
         raise DefinitionError([Problem(Location(shown, 1, 1), "", "document nests too deeply")]) from None
     finally:
+        if collecting:
+            gc.enable()
         loader.dispose()
 
 
@@ -317,9 +446,9 @@ def _scalar(path: str, node: yaml.Node, loader: "_Builder") -> Any:
 def to_plain(value: Any) -> Any:
     """Strip location wrappers: plain dicts and lists for case data handed to builders."""
     if isinstance(value, dict):
-        return {k: to_plain(v) for k, v in value.items()}
+        return {k: to_plain(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
     if isinstance(value, list):
-        return [to_plain(v) for v in value]
+        return [to_plain(v) if isinstance(v, (dict, list)) else v for v in value]
     return value
 
 
