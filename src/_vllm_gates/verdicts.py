@@ -291,7 +291,13 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
             if met and not all(m.claim_met for m in milestone_claims):
                 met, why = False, "a milestone does not meet its claimed state"
             row_claim = ClaimResult(row.id, None, row.state, verdict, met, why)
-        parity = judge_parity(row.upstream, parity_gates) if row.upstream and gate_file is not None else None
+        parity = None
+        if row.upstream and gate_file is not None:
+            parity = judge_parity(row.upstream, parity_gates)
+        elif parity_gates:  # an upstream gate is judged only by a parity claim: without one it could never fail
+            parity = ParityResult("(none)", worst([g.verdict for g in parity_gates]), False,
+                                  "the row has upstream gates but claims no upstream parity: add `upstream: VERSION` to "
+                                  "its roadmap entry", tuple(g.gate for g in parity_gates))
         rows.append(RowReport(row.id, row.title, row_claim, tuple(milestone_claims), tuple(all_results), parity))
     return RunReport(tuple(rows), tuple(items))
 

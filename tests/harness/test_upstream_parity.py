@@ -135,3 +135,12 @@ def test_a_deviation_checked_by_no_upstream_gate_is_refused(example, gate, messa
         result = example.gates(command)
         assert result.code == 3, result.text
         assert message in result.text and "spec/deviations.yaml:9:" in result.text
+
+
+def test_upstream_gates_without_a_parity_claim_fail_the_run(example):
+    """Without the claim nothing would judge them: a failing upstream gate must not pass unnoticed."""
+    _pin(example)
+    example.write("spec/roadmap.yaml", ROADMAP.format(claim="x").replace('    upstream: "x"\n', ""))
+    result, report = example.run_json()
+    assert result.code == 1, result.text
+    assert "claims no upstream parity" in example.row(report)["parity"]["reason"]

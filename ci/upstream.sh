@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The upstream job: vLLM 0.33.0 (the pin) installed into the current environment by ci/install-upstream.sh, then
+# every row's upstream gates judged against it; a row's upstream-parity claim is met only here (docs/upstream.md).
+# Expects the project installed (pip install -e '.[test]'). Exit: gates run's (README, "Exit codes").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+reports="${GATES_REPORTS:-reports}"
+mkdir -p "$reports"
+bash ci/install-upstream.sh || exit 3
+export VLLM_TARGET_DEVICE=cpu
+echo "== gates run --marker upstream (vLLM $(python -c 'from importlib.metadata import version; print(version("vllm"))'))"
+status=0
+python -m _vllm_gates.cli run --marker upstream --json "$reports/gates-upstream.json" \
+  --markdown "$reports/gates-upstream.md" --junit "$reports/upstream.xml" || status=$?
+echo "ci/upstream.sh: exit $status; reports in $reports"
+exit "$status"
