@@ -144,3 +144,15 @@ def test_upstream_gates_without_a_parity_claim_fail_the_run(example):
     result, report = example.run_json()
     assert result.code == 1, result.text
     assert "claims no upstream parity" in example.row(report)["parity"]["reason"]
+
+
+def test_the_upstream_jobs_evidence_meets_the_parity_claim_in_gates_verdict(example):
+    """CI's merge job runs nothing: the upstream job's report is the evidence for the parity claim."""
+    _pin(example)
+    result, _ = example.run_json("--marker", "upstream", name="upstream.json")
+    assert result.code in (0, 6), result.text  # the cpu gates are UNPROVEN in that run
+    cpu, _ = example.run_json("--marker", "cpu", name="cpu.json")
+    verdict = example.gates("verdict", "--evidence", str(example.root / "out" / "cpu.json"),
+                            "--evidence", str(example.root / "out" / "upstream.json"))
+    assert verdict.code == 0, verdict.text
+    assert f"{INSTALLED} ok" in verdict.out
