@@ -18,8 +18,11 @@ def _rank_array(tp: int, pcp: int, pp: int, dp: int, external_dp: int, dcp: int)
             raise TypeError(f"{name} must be an int, got {size!r}")
         if size < 1:
             raise ValueError(f"{name} must be >= 1, got {size}")
-    if tp % dcp != 0:
-        raise ValueError(f"tp={tp} is not a multiple of dcp={dcp}")
+    if pcp == 1:  # vllm/config/parallel.py: DCP reuses the TP ranks when PCP is disabled
+        if tp % dcp != 0:
+            raise ValueError(f"tp={tp} is not a multiple of dcp={dcp}")
+    elif dcp not in (1, pcp, tp * pcp):  # with PCP: DCP disabled, over the PCP axis, or over the whole TP x PCP axis
+        raise ValueError(f"with pcp={pcp} > 1, dcp={dcp} is none of 1, pcp={pcp}, tp*pcp={tp * pcp}")
     world = external_dp * dp * pp * pcp * tp
     return torch.arange(world).reshape(-1, dp, pp, pcp, tp)
 
@@ -31,8 +34,8 @@ def vllm_group_ranks(
     all_ranks = _rank_array(tp, pcp, pp, dp, external_dp, dcp)
     if kind == "tp":
         rows = all_ranks.view(-1, tp)
-    elif kind == "dcp":
-        rows = all_ranks.reshape(-1, dcp)
+    elif kind == "dcp":  # "DCP spans PCP first, then TP": the last two axes swapped when dcp > 1
+        rows = (all_ranks.transpose(-1, -2) if dcp > 1 else all_ranks).reshape(-1, dcp)
     elif kind == "pcp":
         rows = all_ranks.transpose(3, 4).reshape(-1, pcp)
     elif kind == "pp":

@@ -10,6 +10,11 @@ the row's operations (operations.yaml: parse-size, kv-quant-modes, kv-quant-mode
   refusal the deviation declares for us. A declaration that no longer holds raises ``AssertionError`` naming it,
   which no implementation's answer agrees with: the checking gate fails and the deviation shows up as stale.
 - ``quant_modes`` / ``quant_mode_of``: ``KVQuantMode`` and ``get_kv_quant_mode`` (vllm/v1/kv_cache_interface.py).
+- ``estimate_max_model_len``: ``upstream.kv_fit``'s, unchanged (vllm/v1/core/kv_cache_planning.py).
+
+vLLM (and the adapter modules that import it) is imported on the first call, not on import: the harness resolves
+every gate's targets when it loads the gate file, also where vLLM is not installed and the upstream gates are
+SKIPPED.
 """
 from __future__ import annotations
 
@@ -18,9 +23,13 @@ import re
 from typing import Any
 
 import upstream  # noqa: F401  (environment before vLLM's import)
-from upstream import kv_quant
 
-from vllm.utils.argparse_utils import human_readable_int
+
+def human_readable_int(text: str) -> int:
+    """vLLM's ``human_readable_int`` (vllm/utils/argparse_utils.py), imported on first use."""
+    from vllm.utils.argparse_utils import human_readable_int as parse
+
+    return parse(text)
 
 # ------------------------------------------------------------------------------------------------ parse-size
 
@@ -110,6 +119,8 @@ def size_as_declared(text: str, what: str = "--kv-cache-memory") -> int:
 
 def quant_modes() -> dict[str, int]:
     """``KVQuantMode.__members__`` name -> value, aliases included (``CUSTOM`` is ``OCTAVE_K3V4``, 12)."""
+    from upstream import kv_quant
+
     return kv_quant.quant_modes()
 
 
@@ -124,4 +135,19 @@ def quant_mode_of(cache_dtype: str) -> dict[str, Any]:
 
 def cache_dtypes() -> list[str]:
     """``KV_CACHE_DTYPES`` (vllm/config/cache.py), for the cases' notes and the strategy's check."""
+    from upstream import kv_quant
+
     return kv_quant.cache_dtypes()
+
+
+# ------------------------------------------------------------------------------------------------ estimate-max-model-len
+
+
+def estimate_max_model_len(num_layers: int, block_size: int, num_kv_heads: int, head_size: int, dtype: str,
+                           available_memory: int, max_model_len: int) -> int:
+    """``upstream.kv_fit.estimate_max_model_len`` on the row's fit shape (vLLM's binary search over a real
+    VllmConfig; it does not hold back the null block)."""
+    from upstream import kv_fit
+
+    return kv_fit.estimate_max_model_len(num_layers, block_size, num_kv_heads, head_size, dtype, available_memory,
+                                         max_model_len)

@@ -30,16 +30,23 @@ class ParallelDims:
     def __post_init__(self) -> None:
         for name in ("tp", "pcp", "pp", "dp", "external_dp", "dcp"):
             check_int("ParallelDims", name, getattr(self, name), minimum=1)
-        if self.tp % self.dcp:
-            divisors = [d for d in range(1, self.tp + 1) if self.tp % d == 0]
+        tp, pcp, dcp = self.tp, self.pcp, self.dcp
+        if pcp == 1:  # DCP reuses the TP ranks when PCP is disabled (vllm/config/parallel.py)
+            if tp % dcp:
+                divisors = [d for d in range(1, tp + 1) if tp % d == 0]
+                raise ValueError(
+                    f"ParallelDims.dcp: tp_size={tp} must be divisible by dcp_size={dcp}; "
+                    f"accepted dcp for tp={tp}: {divisors}"
+                )
+        elif dcp not in (1, pcp, tp * pcp):  # with PCP, DCP is off, the PCP axis, or the whole TP x PCP block
             raise ValueError(
-                f"ParallelDims.dcp: tp_size={self.tp} must be divisible by dcp_size={self.dcp}; "
-                f"accepted dcp for tp={self.tp}: {divisors}"
+                "ParallelDims.dcp: When PCP is enabled, DCP must be disabled, span the PCP axis, or span the full "
+                f"TP x PCP axis. Got TP={tp}, PCP={pcp}, DCP={dcp}; valid DCP sizes are {sorted({1, pcp, tp * pcp})}."
             )
 
     @cached_property
     def world_size(self) -> int:
-        """Number of ranks; DCP splits TP groups and adds none (TP-1.2)."""
+        """Number of ranks; DCP groups ranks of the (pcp, tp) block and adds none (TP-1.2)."""
         return self.external_dp * self.dp * self.pp * self.pcp * self.tp
 
 
@@ -76,28 +83,41 @@ def rank_coords(dims: ParallelDims, rank: int) -> RankCoords:
 
 
 class StridedRanks(Sequence[int]):
-    """Group members ``start + b*block_stride + j`` for b < blocks, j < block_len, in that order.
+    """Group members ``start + b*block_stride + j*step`` for b < blocks, j < block_len, in that order.
 
-    Every group kind has this shape, so a group is described in O(1) and listed on demand.
+    Every group kind has this shape (``step`` is 1 except for a DCP group over the whole TP x PCP block, whose
+    members run PCP first: blocks are the tp indices, 1 apart, each holding its pcp ranks, tp apart), so a group is
+    described in O(1) and listed on demand. The blocks nest one way or the other: ``block_stride >= block_len*step``
+    (blocks outside the runs) or ``step >= blocks*block_stride`` (runs outside the blocks); members are distinct.
     """
 
-    __slots__ = ("start", "blocks", "block_stride", "block_len")
+    __slots__ = ("start", "blocks", "block_stride", "block_len", "step")
 
     start: int
     blocks: int
     block_stride: int
     block_len: int
+    step: int
 
-    def __init__(self, start: int, blocks: int, block_stride: int, block_len: int) -> None:
+    def __init__(self, start: int, blocks: int, block_stride: int, block_len: int, step: int = 1) -> None:
         if not (
             type(start) is int and type(blocks) is int and type(block_stride) is int and type(block_len) is int
-            and start >= 0 and blocks >= 1 and block_len >= 1 and block_stride >= block_len
+            and type(step) is int and start >= 0 and blocks >= 1 and block_len >= 1 and step >= 1
+            and (block_stride >= block_len * step or (block_stride >= 1 and step >= blocks * block_stride))
         ):  # the slow path names the field that is wrong
             check_int("StridedRanks", "start", start, minimum=0)
             check_int("StridedRanks", "blocks", blocks, minimum=1)
             check_int("StridedRanks", "block_len", block_len, minimum=1)
-            check_int("StridedRanks", "block_stride", block_stride, minimum=block_len)
-        for name, value in (("start", start), ("blocks", blocks), ("block_stride", block_stride), ("block_len", block_len)):
+            check_int("StridedRanks", "step", step, minimum=1)
+            if step == 1:
+                check_int("StridedRanks", "block_stride", block_stride, minimum=block_len)
+            check_int("StridedRanks", "block_stride", block_stride, minimum=1)
+            raise ValueError(
+                f"StridedRanks: blocks overlap: block_stride={block_stride} must be >= block_len*step="
+                f"{block_len * step}, or step={step} >= blocks*block_stride={blocks * block_stride}"
+            )
+        for name, value in (("start", start), ("blocks", blocks), ("block_stride", block_stride),
+                            ("block_len", block_len), ("step", step)):
             object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -119,24 +139,31 @@ class StridedRanks(Sequence[int]):
         if not -size <= index < size:
             raise IndexError(f"StridedRanks index {index} is outside [-{size}, {size - 1}]")
         block, offset = divmod(index % size, self.block_len)
-        return self.start + block * self.block_stride + offset
+        return self.start + block * self.block_stride + offset * self.step
 
     def __iter__(self) -> Iterator[int]:
         stop = self.start + self.blocks * self.block_stride
-        if self.block_len == 1:
+        step, length = self.step, self.block_len
+        if length == 1:
             return iter(range(self.start, stop, self.block_stride))
         if self.blocks == 1:
-            return iter(range(self.start, self.start + self.block_len))
+            return iter(range(self.start, self.start + length * step, step))
         starts = range(self.start, stop, self.block_stride)
-        return chain.from_iterable(range(s, s + self.block_len) for s in starts)
+        return chain.from_iterable(range(s, s + length * step, step) for s in starts)
 
     def index(self, value: object, start: int = 0, stop: int | None = None) -> int:
         """Position of ``value`` among the members, in O(1) (like ``list.index`` without start/stop)."""
         if start != 0 or stop is not None:
             return super().index(value, start, stop)
         if not isinstance(value, bool) and isinstance(value, int):
-            block, offset = divmod(value - self.start, self.block_stride)
-            if 0 <= block < self.blocks and 0 <= offset < self.block_len:
+            rest = value - self.start
+            if self.block_stride >= self.block_len * self.step or self.block_len == 1:  # blocks outside the runs
+                block, rest = divmod(rest, self.block_stride)
+                offset, odd = divmod(rest, self.step)
+            else:  # runs outside the blocks
+                offset, rest = divmod(rest, self.step)
+                block, odd = divmod(rest, self.block_stride)
+            if odd == 0 and 0 <= block < self.blocks and 0 <= offset < self.block_len:
                 return block * self.block_len + offset
         raise ValueError(f"{value!r} is not a member of {self!r}")
 
@@ -182,30 +209,35 @@ class RankGroup:
         return len(self.ranks)
 
 
-def _members(dims: ParallelDims, kind: str) -> tuple[int, int, int]:
-    """(blocks, block_stride, block_len) of a ``kind`` group, read off vLLM's reshapes (TP-1.4 to TP-1.7)."""
+def _members(dims: ParallelDims, kind: str) -> tuple[int, int, int, int]:
+    """(blocks, block_stride, block_len, step) of a ``kind`` group, read off vLLM's reshapes (TP-1.4 to TP-1.7)."""
     if kind == "tp":  # view(-1, tp): consecutive chunks
-        return 1, dims.tp, dims.tp
-    if kind == "dcp":  # reshape(-1, dcp): consecutive chunks, inside a TP group because dcp divides tp
-        return 1, dims.dcp, dims.dcp
+        return 1, dims.tp, dims.tp, 1
+    if kind == "dcp":  # transpose(-1, -2).reshape(-1, dcp) when dcp > 1: over the (pcp, tp) block, PCP first
+        if dims.pcp == 1 or dims.dcp == 1:  # consecutive chunks, inside a TP group because dcp divides tp
+            return 1, dims.dcp, dims.dcp, 1
+        if dims.dcp == dims.pcp:  # the PCP group: one rank per pcp index, tp apart
+            return dims.pcp, dims.tp, 1, 1
+        # dcp == tp*pcp: the whole block, tp index outer (1 apart), pcp index inner (tp apart)
+        return dims.tp, 1, dims.pcp, dims.tp
     if kind == "pcp":  # one rank per pcp index, tp apart
-        return dims.pcp, dims.tp, 1
+        return dims.pcp, dims.tp, 1, 1
     if kind == "pp":  # one rank per stage, tp*pcp apart
-        return dims.pp, dims.tp * dims.pcp, 1
+        return dims.pp, dims.tp * dims.pcp, 1, 1
     if kind == "dp":  # one rank per dp index, tp*pcp*pp apart
-        return dims.dp, dims.tp * dims.pcp * dims.pp, 1
+        return dims.dp, dims.tp * dims.pcp * dims.pp, 1, 1
     if kind == "ep":  # the whole (pcp, tp) block of every dp index, within one pipeline stage
-        return dims.dp, dims.tp * dims.pcp * dims.pp, dims.tp * dims.pcp
+        return dims.dp, dims.tp * dims.pcp * dims.pp, dims.tp * dims.pcp, 1
     raise ValueError(f"kind={kind!r} is not a group kind; accepted: {', '.join(GROUP_KINDS)}")
 
 
 def rank_group(dims: ParallelDims, rank: int, kind: str) -> RankGroup:
     """The ``kind`` group holding ``rank``, from the rank's strides alone, never the table (TP-1.8)."""
     check_rank(dims, rank)
-    blocks, block_stride, block_len = _members(dims, kind)
+    blocks, block_stride, block_len, step = _members(dims, kind)
     block = (rank // block_stride) % blocks
-    offset = rank % block_len
-    ranks = StridedRanks(rank - block * block_stride - offset, blocks, block_stride, block_len)
+    offset = (rank // step) % block_len
+    ranks = StridedRanks(rank - block * block_stride - offset * step, blocks, block_stride, block_len, step)
     return RankGroup(ranks=ranks, local_rank=block * block_len + offset)
 
 
@@ -220,14 +252,22 @@ def group_ranks(dims: ParallelDims, kind: str) -> list[list[int]]:
     """Every ``kind`` group of the world, in vLLM's group order and member order (TP-1.4 to TP-1.7).
 
     vLLM's transposes move the group's own axis innermost and put TP in its place, so the groups are
-    enumerated over the remaining axes in that order; each group is one strided slice of the ranks.
+    enumerated over the remaining axes in that order; each group is one strided slice of the ranks, except a DCP
+    group over the whole (pcp, tp) block (dcp = tp*pcp), which is its block's PCP runs in tp order.
     """
     if not isinstance(dims, ParallelDims):
         raise TypeError(f"dims must be a ParallelDims, got {dims!r} ({type(dims).__name__})")
-    _, stride, length = _members(dims, kind)  # validates kind
+    _, stride, length, _ = _members(dims, kind)  # validates kind
     tp, pcp, pp, world = dims.tp, dims.pcp, dims.pp, dims.world_size
     pp_stride, dp_stride = tp * pcp, tp * pcp * pp
     edp_stride = dp_stride * dims.dp
+    if kind == "dcp" and pcp > 1 and dims.dcp > 1:  # transpose(-1, -2): over (edp, dp, pp), PCP first, then TP
+        if dims.dcp == pcp:  # the PCP table
+            kind, stride = "pcp", tp
+        else:  # dcp == tp*pcp: every (pcp, tp) block, its PCP runs one after another
+            ranks = _all_ranks(world)
+            return [list(chain.from_iterable(ranks[b + t : b + pp_stride : tp] for t in range(tp)))
+                    for b in range(0, world, pp_stride)]
     if kind in ("tp", "dcp") and length == 1:  # one rank per group, in rank order
         return [[rank] for rank in range(world)]
     ranks = _all_ranks(world)

@@ -48,18 +48,31 @@ def cdiv(a: int, b: int) -> int:
 
 
 class KVQuantMode(IntEnum):
-    """How a KV cache is quantized; names and values as vLLM's ``KVQuantMode``."""
+    """How a KV cache is quantized; every member of vLLM 0.33.0's ``KVQuantMode``, with its value
+    (vllm/v1/kv_cache_interface.py). The port lays out pages for NONE, FP8_PER_TENSOR, INT8_PER_TOKEN_HEAD,
+    FP8_PER_TOKEN_HEAD and NVFP4 (``LAID_OUT_QUANT_MODES``); an attention spec refuses the others."""
 
     NONE = 0
     FP8_PER_TENSOR = 1
     INT8_PER_TOKEN_HEAD = 2
     FP8_PER_TOKEN_HEAD = 3
-    NVFP4 = 4
+    INT4_PER_TOKEN_HEAD = 4
+    NVFP4 = 5
+    TURBOQUANT_K8V4 = 6
+    TURBOQUANT_4BIT_NC = 7
+    TURBOQUANT_K3V4_NC = 8
+    TURBOQUANT_3BIT_NC = 9
+    NVFP4_DS_MLA = 10
+    ULTRAQUANT_4BIT = 11
+    OCTAVE_K3V4 = 12
+    OCTAVE_K3V3 = 13
+    OCTAVE_K3V3_COMPACT = 14
+    CUSTOM = 12  # vLLM's alias of OCTAVE_K3V4 (an IntEnum member repeating a value is an alias)
 
     @property
     def is_per_token_head(self) -> bool:
-        """Modes that keep one fp32 scale per token, head and K/V."""
-        return self in (KVQuantMode.INT8_PER_TOKEN_HEAD, KVQuantMode.FP8_PER_TOKEN_HEAD)
+        """Modes that keep one fp32 scale per token, head and K/V (vLLM counts INT4_PER_TOKEN_HEAD among them)."""
+        return self in (KVQuantMode.INT8_PER_TOKEN_HEAD, KVQuantMode.FP8_PER_TOKEN_HEAD, KVQuantMode.INT4_PER_TOKEN_HEAD)
 
     @property
     def is_nvfp4(self) -> bool:
@@ -67,14 +80,30 @@ class KVQuantMode(IntEnum):
         return self is KVQuantMode.NVFP4
 
 
+LAID_OUT_QUANT_MODES = (KVQuantMode.NONE, KVQuantMode.FP8_PER_TENSOR, KVQuantMode.INT8_PER_TOKEN_HEAD,
+                        KVQuantMode.FP8_PER_TOKEN_HEAD, KVQuantMode.NVFP4)
+"""The modes whose pages this port computes (MEM-2.5 to MEM-2.7)."""
+
+
 def kv_quant_mode_for(cache_dtype: str) -> KVQuantMode:
-    """Quantization mode implied by a ``kv_cache_dtype`` string (``auto``, ``fp8*``, ``nvfp4``, ...)."""
-    if cache_dtype == "int8_per_token_head":
-        return KVQuantMode.INT8_PER_TOKEN_HEAD
-    if cache_dtype == "fp8_per_token_head":
-        return KVQuantMode.FP8_PER_TOKEN_HEAD
-    if cache_dtype == "nvfp4":
+    """The mode a ``kv_cache_dtype`` string implies, as vLLM 0.33.0's ``get_kv_quant_mode`` maps it (no platform
+    handler registered): the per-token-head names, ``nvfp4_ds_mla`` and ``ultraquant_4bit``, then any ``nvfp4*``,
+    ``turboquant_<mode>`` and ``octave_<mode>`` (the member of that name: ValueError naming the text when there is
+    none, where vLLM raises KeyError), any ``fp8*``; everything else (``auto``, ``float16``, ...) is NONE."""
+    exact = {"int4_per_token_head": KVQuantMode.INT4_PER_TOKEN_HEAD,
+             "int8_per_token_head": KVQuantMode.INT8_PER_TOKEN_HEAD,
+             "fp8_per_token_head": KVQuantMode.FP8_PER_TOKEN_HEAD,
+             "nvfp4_ds_mla": KVQuantMode.NVFP4_DS_MLA,
+             "ultraquant_4bit": KVQuantMode.ULTRAQUANT_4BIT}
+    if cache_dtype in exact:
+        return exact[cache_dtype]
+    if cache_dtype.startswith("nvfp4"):
         return KVQuantMode.NVFP4
+    if cache_dtype.startswith(("turboquant_", "octave_")):
+        member = KVQuantMode.__members__.get(cache_dtype.upper())
+        if member is None:
+            raise ValueError(f"kv_cache_dtype {cache_dtype!r} names no KVQuantMode member {cache_dtype.upper()!r}")
+        return member
     if cache_dtype.startswith("fp8"):
         return KVQuantMode.FP8_PER_TENSOR
     return KVQuantMode.NONE
@@ -140,6 +169,8 @@ class AttentionSpec(KVCacheSpec):
             raise ValueError(
                 f"{owner}.dtype must be a 1-byte dtype with kv_quant_mode={self.kv_quant_mode.name}, got {self.dtype}"
             )
+        if self.kv_quant_mode not in LAID_OUT_QUANT_MODES:
+            raise ValueError(f"{owner}.kv_quant_mode {self.kv_quant_mode.name} has no page layout in this port")
         if self.kv_quant_mode.is_nvfp4 and type(self) is not FullAttentionSpec:
             raise ValueError(f"{owner}.kv_quant_mode NVFP4 is only laid out for FullAttentionSpec, got {owner}")
         check_optional_int(owner, "page_size_padded", self.page_size_padded, minimum=1)

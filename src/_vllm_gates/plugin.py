@@ -200,10 +200,13 @@ AUDIT_TARGET = "_vllm_gates.standins:wrong_everywhere"
 ROLES = ("impl", "oracle", "known-bad")
 
 
-def _targets_by_role(gate_file: GateFile) -> dict[str, list[tuple[str, TargetRef, TargetRef | None]]]:
-    """For each worker role, (key, target, impl whose signature it must have) of every gate of the file."""
+def _targets_by_role(gate_file: GateFile, unrunnable: frozenset[str] = frozenset()) -> dict[str, list[tuple[str, TargetRef, TargetRef | None]]]:
+    """For each worker role, (key, target, impl whose signature it must have) of every gate of the file, but the
+    gates carrying a marker in ``unrunnable`` (their items are skipped here; their targets may import what is absent)."""
     found: dict[str, list[tuple[str, TargetRef, TargetRef | None]]] = {role: [] for role in ROLES}
     for gate in gate_file.gates:
+        if unrunnable & set(gate.markers):
+            continue
         for key, ref in ((f"gate {gate.id}.impl", gate.impl), (f"gate {gate.id}.build", gate.build_impl)):
             if ref is not None:
                 found["impl"].append((key, ref, None))
@@ -217,10 +220,18 @@ def _targets_by_role(gate_file: GateFile) -> dict[str, list[tuple[str, TargetRef
     return found
 
 
+def _unrunnable_markers(run: GateRun) -> frozenset[str]:
+    """Markers requiring the pinned upstream release where it is not installed: their gates' targets (adapters that
+    import vLLM) are not resolved at collection, and their items are skipped with the reason. Checking this reads
+    package metadata only; CUDA is not asked here (it would import torch in the judge)."""
+    wanting = [m.name for m in run.project.markers if m.requires == "upstream"]
+    return frozenset(wanting) if wanting and upstream_unavailable_reason(run.project) else frozenset()
+
+
 def check_targets(run: GateRun, gate_file: GateFile) -> dict[str, list[Problem]]:
     """Have each role's worker resolve its targets (none is imported here); the problems by gate id. An external
     implementation's impl worker is asked nothing here: its ready lists the operations it answers."""
-    by_role = _targets_by_role(gate_file)
+    by_role = _targets_by_role(gate_file, _unrunnable_markers(run))
     if run.pool.spec.external:
         by_role["impl"] = []
     messages = {(gate_file.path, role): {"op": "check", "targets": [

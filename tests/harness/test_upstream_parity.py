@@ -156,3 +156,14 @@ def test_the_upstream_jobs_evidence_meets_the_parity_claim_in_gates_verdict(exam
                             "--evidence", str(example.root / "out" / "upstream.json"))
     assert verdict.code == 0, verdict.text
     assert f"{INSTALLED} ok" in verdict.out
+
+
+def test_an_upstream_gate_whose_oracle_needs_the_absent_release_is_skipped_not_an_error(example):
+    """Where the pin is not installed, the upstream gates' targets (adapters that import it) are not resolved."""
+    example.write("example_row/needs_upstream.py", "import not_an_installed_upstream_package  # noqa: F401\n\n\n"
+                                                     "def page_bytes(block_size, heads, head_size, dtype_bytes):\n    return 0\n")
+    _pin(example, version="0.0.1", oracle="example_row.needs_upstream:page_bytes")
+    result, report = example.run_json()
+    assert result.code == 0, result.text
+    assert example.gate(report, "upstream-page-bytes")["verdict"] == "SKIPPED"
+    assert example.row(report)["parity"]["met"] is None

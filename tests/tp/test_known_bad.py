@@ -5,7 +5,7 @@ import pytest
 
 from gates.rows.backend_distributed_tp.subjects_gloo import predict_gloo_observations
 from gates.rows.backend_distributed_tp.scenarios import handle_scenario
-from gates.rows.backend_distributed_tp.subjects import layout_query, rank_groups
+from gates.rows.backend_distributed_tp.subjects import layout_query, parallel_dims_accepts, rank_groups
 from gates.rows.backend_distributed_tp.known_bad import gloo as tp_gloo, handle as tp_handle, layout as tp_layout
 from impl.distributed.parallel_layout import ParallelDims, group_ranks
 
@@ -20,6 +20,7 @@ DP2_TP4_DCP2 = ParallelDims(dp=2, tp=4, dcp=2)
     (tp_layout.groups_sorted, WORLD16, "dp"),
     (tp_layout.dcp_chunks_cross_tp, DP2_TP4_DCP2, "dcp"),
     (tp_layout.ep_spans_pipeline_stages, WORLD16, "ep"),
+    (tp_layout.dcp_ignores_pcp, ParallelDims(tp=2, pcp=2, dcp=2), "dcp"),
 ])
 def test_bad_tables_differ(bad, dims: ParallelDims, kind: str) -> None:
     assert bad(dims, kind) != group_ranks(dims, kind)
@@ -39,6 +40,29 @@ def test_bad_tables_are_the_named_bugs() -> None:
 ])
 def test_bad_rank_groups_differ(bad, kind: str) -> None:
     assert bad(WORLD16, kind) != rank_groups(WORLD16, kind)
+
+
+def test_dcp_ignoring_pcp_is_the_old_bug() -> None:
+    dims = ParallelDims(tp=2, pcp=2, dcp=2)
+    assert tp_layout.dcp_ignores_pcp(dims, "dcp") == [[0, 1], [2, 3]]
+    assert tp_layout.rank_groups_dcp_ignores_pcp(dims, "dcp") != rank_groups(dims, "dcp")
+
+
+@pytest.mark.parametrize(("bad", "dims"), [
+    (tp_layout.dcp_rule_ignores_pcp, {"tp": 1, "pcp": 2, "dcp": 2}),  # refuses what vLLM takes
+    (tp_layout.dcp_rule_ignores_pcp, {"tp": 2, "pcp": 3, "dcp": 2}),  # takes what vLLM refuses
+    (tp_layout.dcp_divides_tp_times_pcp, {"tp": 4, "pcp": 2, "dcp": 4}),
+    (tp_layout.dcp_unchecked, {"tp": 4, "dcp": 3}),
+])
+def test_bad_size_rules_differ(bad, dims: dict) -> None:
+    def outcome(fn):
+        try:
+            return fn(dims)
+        except ValueError:
+            return "refused"
+    assert outcome(bad) != outcome(parallel_dims_accepts)
+    with pytest.raises(ValueError):
+        tp_layout.layout_query_dcp_rule_ignores_pcp({"tp": 1, "pcp": 2, "dcp": 2}, 0, "tp")
 
 
 @pytest.mark.parametrize(("bad", "dims", "rank"), [

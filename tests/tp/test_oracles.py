@@ -20,10 +20,19 @@ from oracles.layout import KINDS, vllm_group_ranks, vllm_group_tables, vllm_rank
     ({"tp": 0}, ValueError, "tp must be >= 1, got 0"),
     ({"pp": True}, TypeError, "pp must be an int, got True"),
     ({"tp": 4, "dcp": 3}, ValueError, "tp=4 is not a multiple of dcp=3"),
+    ({"tp": 2, "pcp": 3, "dcp": 2}, ValueError, r"with pcp=3 > 1, dcp=2 is none of 1, pcp=3, tp\*pcp=6"),
 ])
 def test_layout_oracle_refuses_bad_sizes(sizes: dict, error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         vllm_group_ranks("tp", **sizes)
+
+
+@pytest.mark.cpu
+def test_layout_oracle_dcp_spans_pcp_first() -> None:
+    assert vllm_group_ranks("dcp", tp=2, pcp=2, dcp=2) == [[0, 2], [1, 3]]
+    assert vllm_group_ranks("dcp", dp=2, tp=2, pcp=2, dcp=4) == [[0, 2, 1, 3], [4, 6, 5, 7]]
+    assert vllm_group_ranks("dcp", tp=1, pcp=2, dcp=2) == [[0, 1]]
+    assert vllm_group_ranks("dcp", dp=2, tp=4, dcp=2) == [[0, 1], [2, 3], [4, 5], [6, 7]]
 
 
 @pytest.mark.cpu

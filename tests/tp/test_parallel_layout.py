@@ -29,11 +29,35 @@ def test_defaults_and_world_size() -> None:
     ({"external_dp": None}, TypeError, "ParallelDims.external_dp must be an int >= 1, got None"),
     ({"dcp": 0}, ValueError, "ParallelDims.dcp must be an int >= 1, got 0"),
     ({"tp": 6, "dcp": 4}, ValueError, "tp_size=6 must be divisible by dcp_size=4; accepted dcp for tp=6: [1, 2, 3, 6]"),
+    ({"tp": 2, "pcp": 3, "dcp": 2}, ValueError,
+     "ParallelDims.dcp: When PCP is enabled, DCP must be disabled, span the PCP axis, or span the full TP x PCP axis. "
+     "Got TP=2, PCP=3, DCP=2; valid DCP sizes are [1, 3, 6]."),
+    ({"tp": 1, "pcp": 2, "dcp": 4}, ValueError, "Got TP=1, PCP=2, DCP=4; valid DCP sizes are [1, 2]."),
 ])
 def test_bad_sizes_are_refused_naming_field_value_and_range(fields: dict, error: type, message: str) -> None:
     with pytest.raises(error) as raised:
         ParallelDims(**fields)
     assert message in str(raised.value)
+
+
+@pytest.mark.parametrize("sizes", [
+    {"tp": 1, "pcp": 2, "dcp": 2}, {"tp": 2, "pcp": 2, "dcp": 2}, {"tp": 2, "pcp": 2, "dcp": 4}, {"tp": 3, "pcp": 2, "dcp": 1},
+    {"tp": 4, "dcp": 2},
+])
+def test_dcp_sizes_of_vllm_parallel_config_are_accepted(sizes: dict) -> None:
+    assert ParallelDims(**sizes).world_size == sizes["tp"] * sizes.get("pcp", 1)
+
+
+def test_dcp_spans_pcp_first_then_tp() -> None:
+    """vLLM transposes the last two axes before reshape(-1, dcp) when dcp > 1 (vllm/distributed/parallel_state.py)."""
+    assert group_ranks(ParallelDims(tp=2, pcp=2, dcp=2), "dcp") == [[0, 2], [1, 3]]
+    assert group_ranks(ParallelDims(tp=2, pcp=2, dcp=2), "dcp") == group_ranks(ParallelDims(tp=2, pcp=2, dcp=2), "pcp")
+    assert group_ranks(ParallelDims(dp=2, tp=2, pcp=2, dcp=4), "dcp") == [[0, 2, 1, 3], [4, 6, 5, 7]]
+    assert group_ranks(ParallelDims(tp=1, pcp=2, dcp=2), "dcp") == [[0, 1]]
+    assert group_ranks(ParallelDims(tp=2, pcp=2), "dcp") == [[0], [1], [2], [3]]
+    full = rank_group(ParallelDims(dp=2, tp=3, pcp=2, dcp=6), 10, "dcp")
+    assert list(full.ranks) == [6, 9, 7, 10, 8, 11] and full.local_rank == 3
+    assert full.ranks == StridedRanks(6, 3, 1, 2, 3) and full.ranks.index(10) == 3 and 12 not in full.ranks
 
 
 def test_dcp_message_is_spaced() -> None:
@@ -110,6 +134,18 @@ def test_strided_ranks_validation(args: tuple, error: type, message: str) -> Non
     assert message in str(raised.value)
 
 
+def test_strided_ranks_with_a_step_runs_inside_the_blocks() -> None:
+    block = StridedRanks(start=8, blocks=2, block_stride=1, block_len=3, step=2)  # tp=2, pcp=3, dcp=6, from rank 8
+    assert list(block) == [8, 10, 12, 9, 11, 13] and len(block) == 6 and block[4] == 11 and block[-1] == 13
+    assert [block.index(r) for r in range(8, 14)] == [0, 3, 1, 4, 2, 5] and 14 not in block and 7 not in block
+    assert StridedRanks(0, 1, 1, 3, 4) == [0, 4, 8] and StridedRanks(0, 2, 8, 2, 3) == [0, 3, 8, 11]
+    with pytest.raises(ValueError, match=r"blocks overlap: block_stride=2 must be >= block_len\*step=6, or step=3 >= "
+                                         r"blocks\*block_stride=4"):
+        StridedRanks(0, 2, 2, 2, 3)
+    with pytest.raises(ValueError, match="StridedRanks.step must be an int >= 1, got 0"):
+        StridedRanks(0, 1, 1, 1, 0)
+
+
 def test_rank_group_validation() -> None:
     ranks = StridedRanks(0, 1, 2, 2)
     with pytest.raises(ValueError, match=r"RankGroup.local_rank must be in \[0, 1\], got 2"):
@@ -136,8 +172,13 @@ def test_tables_partition_the_world_and_agree_with_rank_group(data: dict) -> Non
     assert sorted(rank for group in table for rank in group) == list(range(dims.world_size))
     sizes = {"tp": dims.tp, "dcp": dims.dcp, "pcp": dims.pcp, "pp": dims.pp, "dp": dims.dp, "ep": dims.dp * dims.pcp * dims.tp}
     assert {len(group) for group in table} == {sizes[kind]}
+    full_block_dcp = kind == "dcp" and dims.pcp > 1 and dims.dcp == dims.tp * dims.pcp > dims.pcp
     for group in table:
-        assert group == sorted(group)  # members ascend, so torch's group rank is the index
+        if full_block_dcp:  # PCP first, then TP: one (pcp, tp) block, not in rank order
+            assert sorted(group) == list(range(group[0], group[0] + dims.dcp))
+            assert group == [group[0] + c * dims.tp + t for t in range(dims.tp) for c in range(dims.pcp)]
+        else:
+            assert group == sorted(group)  # members ascend, so torch's group rank is the index
         for index, rank in enumerate(group):
             found = rank_group(dims, rank, kind)
             assert found.ranks == group and found.local_rank == index
@@ -148,6 +189,10 @@ def test_tables_partition_the_world_and_agree_with_rank_group(data: dict) -> Non
 def test_dcp_inside_tp_and_ep_inside_one_stage(data: dict) -> None:
     dims = ParallelDims(**data["dims"])
     for rank in range(0, dims.world_size, max(1, dims.world_size // 64)):
-        assert set(rank_group(dims, rank, "dcp").ranks) <= set(rank_group(dims, rank, "tp").ranks)
+        dcp = set(rank_group(dims, rank, "dcp").ranks)
+        if dims.pcp == 1:
+            assert dcp <= set(rank_group(dims, rank, "tp").ranks)
+        block = rank - rank % (dims.tp * dims.pcp)  # otherwise inside the rank's (pcp, tp) block
+        assert dcp <= set(range(block, block + dims.tp * dims.pcp))
         stages = {(rank_coords(dims, r).external_dp, rank_coords(dims, r).pp) for r in rank_group(dims, rank, "ep").ranks}
         assert len(stages) == 1

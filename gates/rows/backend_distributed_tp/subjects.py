@@ -31,3 +31,9 @@ def layout_query(dims: Mapping[str, Any], rank: int, kind: str) -> dict[str, Any
     parallel = ParallelDims(**dims)
     group = rank_group(parallel, rank, kind)
     return {"world_size": parallel.world_size, "ranks": list(group.ranks), "local_rank": group.local_rank}
+
+
+def parallel_dims_accepts(dims: Mapping[str, Any]) -> bool:
+    """``True`` when ``ParallelDims(**dims)`` takes these sizes; its error otherwise (the size-rule subject)."""
+    ParallelDims(**dims)
+    return True

@@ -265,3 +265,80 @@ def model_inputs(draw: st.DrawFn) -> dict[str, Any]:
                                            min_size=cfg["num_hidden_layers"], max_size=cfg["num_hidden_layers"]))
     return {"config": cfg, "tensor_parallel_size": draw(st.sampled_from([1, 2, 3, 4, 8])),
             "block_size": draw(st.sampled_from([1, 16, 32])), "kv_cache_dtype": draw(st.sampled_from(cache_dtypes))}
+
+
+# ---------------------------------------------------------------- upstream gates (vLLM 0.33.0 itself as the oracle)
+_VLLM_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_VLLM_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_VLLM_PADDING = ["", "", "", " ", "  ", "\t", "\n", " \t "]
+# Texts both parsers refuse, with the same error class once argparse's ArgumentTypeError is read as a usage error.
+_SHARED_REFUSALS = ["", " ", "4gb", "4Gb ", "4B", "4b", "1e9", "3.0", "4.", ".5k", "4kk", "4KM", "0x10", "4 x", "k",
+                    "4.5G", "1.5K", "0.1T", "2.25M", "4p", "4P", "1.2.3k", "abc"]
+
+
+def _exact_in_float(number: str, scale: int) -> bool:
+    """``number`` x ``scale`` is whole, and vLLM's float product truncated gives it exactly (no byte lost)."""
+    from fractions import Fraction
+
+    exact = Fraction(number) * scale
+    return exact.denominator == 1 and int(float(number) * scale) == exact
+
+
+@st.composite
+def vllm_size_texts(draw: st.DrawFn) -> dict[str, Any]:
+    """Size texts in vLLM 0.33.0's own syntax (``human_readable_int``): plain ASCII digits, DIGITS<K|M|G|T>,
+    DIGITS[.DIGITS]<k|m|g|t> whose float product is exact, padding around; and texts both parsers refuse. Never
+    an explicit unit, a space before the suffix, a sign, an underscore, other digits or a decimal the float product
+    reads differently: those are the declared deviations (spec/deviations.yaml, upstream-size-deviations)."""
+    which = draw(st.integers(0, 9))
+    pad = draw(st.sampled_from(_VLLM_PADDING)), draw(st.sampled_from(_VLLM_PADDING))
+    if which == 0:
+        return {"text": draw(st.sampled_from(_SHARED_REFUSALS)), "what": "--kv-cache-memory"}
+    if which <= 2:
+        body = str(draw(st.integers(0, 2**62)))
+    elif which <= 5:
+        suffix = draw(st.sampled_from(sorted(_VLLM_BINARY)))
+        body = f"{draw(st.integers(0, 10**6))}{suffix}"
+    else:
+        suffix = draw(st.sampled_from(sorted(_VLLM_DECIMAL)))
+        scale = _VLLM_DECIMAL[suffix]
+        places = len(str(scale)) - 1
+        whole = draw(st.integers(0, 10**5))
+        digits = draw(st.integers(0, places))
+        if digits == 0:
+            number = str(whole)
+        else:
+            number = f"{whole}.{draw(st.integers(0, 10**digits - 1)):0{digits}d}"
+        if not _exact_in_float(number, scale):
+            number = str(whole)
+        body = number + suffix
+    return {"text": pad[0] + body + pad[1], "what": "--kv-cache-memory"}
+
+
+# vLLM 0.33.0's KV_CACHE_DTYPES (vllm/config/cache.py), in its order.
+VLLM_CACHE_DTYPES = ["auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
+                     "nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc",
+                     "octave_k3v4", "octave_k3v3", "octave_k3v3_compact", "ultraquant_4bit", "int4_per_token_head",
+                     "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6"]
+
+
+@st.composite
+def cache_dtype_texts(draw: st.DrawFn) -> dict[str, Any]:
+    """``--kv-cache-dtype`` strings: vLLM's accepted ones, others with their prefixes (fp8*, nvfp4*), near misses
+    (case, padding, a character off) and arbitrary text; never an unknown turboquant_/octave_ name (vLLM's KeyError,
+    outside the operation's contract)."""
+    which = draw(st.integers(0, 5))
+    if which <= 2:
+        text = draw(st.sampled_from(VLLM_CACHE_DTYPES))
+    elif which == 3:
+        text = draw(st.sampled_from(["fp8", "nvfp4", "int8", "int4", "fp16", "ultraquant"])) + draw(
+            st.text(alphabet="_abcdefxyz0123456789", max_size=6))
+    elif which == 4:
+        name = draw(st.sampled_from(VLLM_CACHE_DTYPES))
+        edit = draw(st.sampled_from(["upper", "pad", "drop-last", "suffix"]))
+        text = {"upper": name.upper(), "pad": f" {name}", "drop-last": name[:-1], "suffix": name + "x"}[edit]
+    else:
+        text = draw(st.text(alphabet="_abcdefnpvx0123456789", max_size=10))
+    if text.startswith(("turboquant_", "octave_")) and text not in VLLM_CACHE_DTYPES:
+        text = "auto"
+    return {"cache_dtype": text}

@@ -3,6 +3,7 @@
 //   group-ranks      {dims, kind} -> group_ranks(ParallelDims(**dims), kind)                 (build.py)
 //   rank-groups      {dims, kind} -> [[members, local_rank] for every rank]                  (subjects.py)
 //   layout-query     {dims, rank, kind} -> {world_size, ranks, local_rank}                   (subjects.py)
+//   parallel-dims-accepts {dims} -> true, or ParallelDims' refusal                          (subjects.py)
 //   predict-gloo-observations {layouts: [dims...]} -> per layout, per rank,
 //                    {kind: [members, local_rank, sum(members)]} for every kind               (subjects_gloo.py)
 #include <string>
@@ -43,6 +44,11 @@ Value layout_query(const Value& input) {
   return out;
 }
 
+Value parallel_dims_accepts(const Value& input) {
+  gates::tp::parse_dims(gates::tp::member(input, "dims"));  // validates, throwing the refusal
+  return true;
+}
+
 Value predict_gloo_observations(const Value& input) {
   const Value& layouts = gates::tp::member(input, "layouts");
   if (!layouts.is_array()) throw std::invalid_argument("layouts must be a list of ParallelDims mappings");
@@ -71,4 +77,5 @@ Value predict_gloo_observations(const Value& input) {
 GATES_OPERATION("group-ranks", group_ranks);
 GATES_OPERATION("rank-groups", rank_groups);
 GATES_OPERATION("layout-query", layout_query);
+GATES_OPERATION("parallel-dims-accepts", parallel_dims_accepts);
 GATES_OPERATION("predict-gloo-observations", predict_gloo_observations);

@@ -1,5 +1,6 @@
-"""Known-bad rank layouts: TP outermost, sorted groups, DCP chunks across TP groups, EP across pipeline
-stages, a local_rank off by one, and a ParallelDims that lets bad sizes or ranks through.
+"""Known-bad rank layouts: TP outermost, sorted groups, DCP chunks across TP groups, DCP as consecutive chunks when
+PCP is on (no transpose), EP across pipeline stages, a local_rank off by one, a ParallelDims that lets bad sizes or
+ranks through, and size rules that ignore PCP.
 """
 from __future__ import annotations
 
@@ -33,6 +34,14 @@ def dcp_chunks_cross_tp(dims: ParallelDims, kind: str) -> list[list[int]]:
         return group_ranks(dims, kind)
     stride = dims.world_size // dims.dcp
     return [list(range(first, dims.world_size, stride)) for first in range(stride)]
+
+
+def dcp_ignores_pcp(dims: ParallelDims, kind: str) -> list[list[int]]:
+    """Forgets DCP's transpose(-1, -2): DCP groups are consecutive chunks even when PCP is on (tp=2, pcp=2, dcp=2
+    gives [0,1] [2,3], not vLLM's [0,2] [1,3])."""
+    if kind != "dcp":
+        return group_ranks(dims, kind)
+    return [list(range(first, first + dims.dcp)) for first in range(0, dims.world_size, dims.dcp)]
 
 
 def ep_spans_pipeline_stages(dims: ParallelDims, kind: str) -> list[list[int]]:
@@ -80,6 +89,9 @@ rank_groups_tp_outermost = _from_table(tp_outermost)
 rank_groups_ep_spans_stages = _from_table(ep_spans_pipeline_stages)
 """rank_group whose EP group mixes pipeline stages."""
 
+rank_groups_dcp_ignores_pcp = _from_table(dcp_ignores_pcp)
+"""rank_group whose DCP group is a consecutive chunk when PCP is on."""
+
 
 # --- validation: same signature as gates.rows.backend_distributed_tp.subjects:layout_query(dims, rank, kind) --------------
 
@@ -109,4 +121,42 @@ def vllm_message_missing_space(dims: Mapping[str, Any], rank: int, kind: str) ->
     tp, dcp = dims.get("tp", 1), dims.get("dcp", 1)
     if isinstance(tp, int) and isinstance(dcp, int) and dcp >= 1 and tp % dcp:
         raise ValueError(f"tp_size={tp} must be divisible by" f"dcp_size={dcp}.")
+    return layout_query(dims, rank, kind)
+
+
+# --- size rule: same signature as gates.rows.backend_distributed_tp.subjects:parallel_dims_accepts(dims) ---------------
+
+
+def _sizes(dims: Mapping[str, Any]) -> tuple[int, int, int]:
+    return dims.get("tp", 1), dims.get("pcp", 1), dims.get("dcp", 1)
+
+
+def dcp_rule_ignores_pcp(dims: Mapping[str, Any]) -> bool:
+    """The old rule: dcp must divide tp whatever pcp is (refuses tp=1, pcp=2, dcp=2; takes tp=2, pcp=3, dcp=2)."""
+    tp, _, dcp = _sizes(dims)
+    ParallelDims(**{**dims, "pcp": 1})
+    if tp % dcp:
+        raise ValueError(f"tp_size={tp} must be divisible by dcp_size={dcp}")
+    return True
+
+
+def dcp_divides_tp_times_pcp(dims: Mapping[str, Any]) -> bool:
+    """Takes any dcp dividing tp*pcp (tp=4, pcp=2, dcp=2 or 4 accepted; vLLM takes 1, 2 and 8 only)."""
+    tp, pcp, dcp = _sizes(dims)
+    if pcp > 1 and (tp * pcp) % dcp == 0:
+        return True
+    ParallelDims(**dims)
+    return True
+
+
+def dcp_unchecked(dims: Mapping[str, Any]) -> bool:
+    """Accepts every dcp >= 1."""
+    ParallelDims(**{**dims, "dcp": 1})
+    return True
+
+
+def layout_query_dcp_rule_ignores_pcp(dims: Mapping[str, Any], rank: int, kind: str) -> dict[str, Any]:
+    """layout_query behind the old size rule (dcp must divide tp whatever pcp is)."""
+    if all(isinstance(dims.get(name, 1), int) for name in ("tp", "pcp", "dcp")) and dims.get("dcp", 1) >= 1:
+        dcp_rule_ignores_pcp(dims)
     return layout_query(dims, rank, kind)

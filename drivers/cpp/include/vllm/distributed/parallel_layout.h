@@ -20,18 +20,19 @@ class TensorParallel;  // include/vllm/distributed/tensor_parallel.h
 namespace vllm::distributed {
 
 // Parallel sizes of one world (vLLM ParallelConfig's degrees). The world is external_dp*dp*pp*pcp*tp ranks;
-// dcp (decode context parallel) splits each TP group into consecutive chunks and adds no ranks (TP-1.2).
+// dcp (decode context parallel) groups ranks of each (pcp, tp) block, PCP first, and adds no ranks (TP-1.2).
 struct ParallelDims {
   int tp = 1;           // tensor-parallel (innermost reshape axis)
   int pcp = 1;          // prefill context parallel
   int pp = 1;           // pipeline-parallel
   int dp = 1;           // data-parallel
   int external_dp = 1;  // external data-parallel (outermost)
-  int dcp = 1;          // decode context parallel, divides tp
+  int dcp = 1;          // decode context parallel: divides tp when pcp == 1, else one of 1, pcp, tp*pcp
 
   int world_size() const { return external_dp * dp * pp * pcp * tp; }
 
-  // Throws std::invalid_argument naming the field: every size >= 1, tp divisible by dcp, a world that fits an int.
+  // Throws std::invalid_argument naming the field: every size >= 1, the dcp size rule of vLLM's ParallelConfig
+  // (vllm/config/parallel.py), a world that fits an int.
   void Validate() const;
 };
 
@@ -54,16 +55,18 @@ struct RankCoords {
 int CheckRank(const ParallelDims& dims, long long rank);
 RankCoords RankCoordsOf(const ParallelDims& dims, int rank);
 
-// Group members start + b*block_stride + j for b < blocks, j < block_len, in that order: every group kind has this
-// shape (the Python port's StridedRanks).
+// Group members start + b*block_stride + j*step for b < blocks, j < block_len, in that order: every group kind has
+// this shape (the Python port's StridedRanks). step is 1 except for a DCP group over a whole (pcp, tp) block: tp
+// blocks 1 apart, each of pcp ranks tp apart (vLLM's "DCP spans PCP first, then TP").
 struct StridedRanks {
   int start = 0;
   int blocks = 1;
   int block_stride = 1;
   int block_len = 1;
+  int step = 1;
 
   int size() const { return blocks * block_len; }
-  int operator[](int index) const { return start + (index / block_len) * block_stride + index % block_len; }
+  int operator[](int index) const { return start + (index / block_len) * block_stride + (index % block_len) * step; }
   std::vector<int> ToVector() const;
 };
 
@@ -86,7 +89,7 @@ GroupKind ParseGroupKind(const std::string& name);
 // ", "-joined kind names, for messages.
 std::string GroupKindNames();
 
-// (blocks, block_stride, block_len) of a `kind` group (TP-1.4 to TP-1.7).
+// (blocks, block_stride, block_len, step) of a `kind` group (TP-1.4 to TP-1.7).
 StridedRanks KindShape(const ParallelDims& dims, GroupKind kind);
 
 // The `kind` group holding `rank`, from the rank's strides alone, never the table (TP-1.8; Python rank_group).

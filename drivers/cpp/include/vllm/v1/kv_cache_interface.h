@@ -47,8 +47,9 @@ enum class KVCacheSpecKind {
   kUnknown,
 };
 
-// Upstream KVQuantMode with the C++ port's enumerators. kInt4PerTokenHead has no layout in the Python port and is
-// refused by Validate().
+// vLLM 0.33.0's KVQuantMode (vllm/v1/kv_cache_interface.py): every member, with its value. Only kNone,
+// kFp8PerTensor, kInt8PerTokenHead, kFp8PerTokenHead and kNvfp4 have page layouts here (IsLaidOut); Validate()
+// refuses the others. vLLM's alias CUSTOM = 12 is kOctaveK3v4 (KVQuantModeMembers lists it).
 enum class KVQuantMode : uint8_t {
   kNone = 0,
   kFp8PerTensor = 1,
@@ -56,15 +57,29 @@ enum class KVQuantMode : uint8_t {
   kFp8PerTokenHead = 3,
   kInt4PerTokenHead = 4,
   kNvfp4 = 5,
+  kTurboquantK8v4 = 6,
+  kTurboquant4bitNc = 7,
+  kTurboquantK3v4Nc = 8,
+  kTurboquant3bitNc = 9,
+  kNvfp4DsMla = 10,
+  kUltraquant4bit = 11,
+  kOctaveK3v4 = 12,
+  kOctaveK3v3 = 13,
+  kOctaveK3v3Compact = 14,
 };
 
-// vLLM's member name ("NONE", "FP8_PER_TENSOR", "INT8_PER_TOKEN_HEAD", "FP8_PER_TOKEN_HEAD", "NVFP4").
+// vLLM's member name ("NONE", "FP8_PER_TENSOR", ..., "NVFP4", ..., "OCTAVE_K3V3_COMPACT"), never the alias CUSTOM.
 const char* KVQuantModeName(KVQuantMode mode);
-// The mode a member name names, among those the Python port has; std::nullopt otherwise.
+// Every member name in declaration order, the alias CUSTOM last, with its mode (as KVQuantMode.__members__).
+const std::vector<std::pair<std::string, KVQuantMode>>& KVQuantModeMembers();
+// The mode a member name (or the alias CUSTOM) names; std::nullopt otherwise.
 std::optional<KVQuantMode> KVQuantModeByName(const std::string& name);
-// Modes that keep one fp32 scale per token, head and K/V.
+// Modes that keep per-token-head scales (vLLM's is_per_token_head: INT8, FP8 and INT4).
 bool IsPerTokenHead(KVQuantMode mode);
-// The quantization mode a kv_cache_dtype string implies ("auto", "fp8*", "nvfp4", ...).
+// The modes whose pages this port computes.
+bool IsLaidOut(KVQuantMode mode);
+// The quantization mode a kv_cache_dtype string implies, as vLLM 0.33.0's get_kv_quant_mode (no platform handler):
+// std::invalid_argument for a turboquant_/octave_ name that is no member (vLLM's KeyError).
 KVQuantMode kv_quant_mode_for(const std::string& cache_dtype);
 // Bytes one head of `width` elements takes in NVFP4: two values a byte plus one fp8 scale per 16.
 int64_t nvfp4_bytes_per_head(int64_t width);

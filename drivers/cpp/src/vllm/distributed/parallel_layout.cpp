@@ -17,12 +17,26 @@ void CheckParallelDim(const char* name, long long value) {
 void ParallelDims::Validate() const {
   const int values[] = {tp, pcp, pp, dp, external_dp, dcp};
   for (std::size_t i = 0; i < kParallelDimsFields.size(); ++i) CheckParallelDim(kParallelDimsFields[i], values[i]);
-  if (tp % dcp != 0) {
-    std::string divisors;
-    for (int d = 1; d <= tp; ++d)
-      if (tp % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
-    throw std::invalid_argument("ParallelDims.dcp: tp_size=" + std::to_string(tp) + " must be divisible by dcp_size=" +
-                                std::to_string(dcp) + "; accepted dcp for tp=" + std::to_string(tp) + ": [" + divisors + "]");
+  if (pcp == 1) {  // DCP reuses the TP ranks when PCP is disabled (vllm/config/parallel.py)
+    if (tp % dcp != 0) {
+      std::string divisors;
+      for (int d = 1; d <= tp; ++d)
+        if (tp % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
+      throw std::invalid_argument("ParallelDims.dcp: tp_size=" + std::to_string(tp) + " must be divisible by dcp_size=" +
+                                  std::to_string(dcp) + "; accepted dcp for tp=" + std::to_string(tp) + ": [" + divisors +
+                                  "]");
+    }
+  } else {  // with PCP, DCP is off, the PCP axis, or the whole TP x PCP block
+    const long long full = static_cast<long long>(tp) * pcp;
+    if (dcp != 1 && dcp != pcp && dcp != full) {
+      std::string valid = "1";
+      if (pcp != 1) valid += ", " + std::to_string(pcp);
+      if (full != pcp) valid += ", " + std::to_string(full);
+      throw std::invalid_argument(
+          "ParallelDims.dcp: When PCP is enabled, DCP must be disabled, span the PCP axis, or span the full TP x PCP "
+          "axis. Got TP=" + std::to_string(tp) + ", PCP=" + std::to_string(pcp) + ", DCP=" + std::to_string(dcp) +
+          "; valid DCP sizes are [" + valid + "].");
+    }
   }
   long long world = 1;
   for (int size : {external_dp, dp, pp, pcp, tp}) {
@@ -59,7 +73,7 @@ std::vector<int> StridedRanks::ToVector() const {
   std::vector<int> out;
   out.reserve(static_cast<std::size_t>(size()));
   for (int b = 0; b < blocks; ++b)
-    for (int j = 0; j < block_len; ++j) out.push_back(start + b * block_stride + j);
+    for (int j = 0; j < block_len; ++j) out.push_back(start + b * block_stride + j * step);
   return out;
 }
 
@@ -93,8 +107,13 @@ StridedRanks KindShape(const ParallelDims& d, GroupKind kind) {
     case GroupKind::kTp:  // view(-1, tp): consecutive chunks
       s.blocks = 1, s.block_stride = d.tp, s.block_len = d.tp;
       break;
-    case GroupKind::kDcp:  // reshape(-1, dcp): consecutive chunks, inside a TP group because dcp divides tp
-      s.blocks = 1, s.block_stride = d.dcp, s.block_len = d.dcp;
+    case GroupKind::kDcp:  // transpose(-1, -2).reshape(-1, dcp) when dcp > 1: over the (pcp, tp) block, PCP first
+      if (d.pcp == 1 || d.dcp == 1)  // consecutive chunks, inside a TP group because dcp divides tp
+        s.blocks = 1, s.block_stride = d.dcp, s.block_len = d.dcp;
+      else if (d.dcp == d.pcp)  // the PCP group: one rank per pcp index, tp apart
+        s.blocks = d.pcp, s.block_stride = d.tp, s.block_len = 1;
+      else  // dcp == tp*pcp: the whole block, tp index outer (1 apart), pcp index inner (tp apart)
+        s.blocks = d.tp, s.block_stride = 1, s.block_len = d.pcp, s.step = d.tp;
       break;
     case GroupKind::kPcp:  // one rank per pcp index, tp apart
       s.blocks = d.pcp, s.block_stride = d.tp, s.block_len = 1;
@@ -116,8 +135,8 @@ StridedRanks KindGroupRanks(const ParallelDims& dims, int rank, GroupKind kind, 
   CheckRank(dims, rank);
   StridedRanks s = KindShape(dims, kind);
   const int block = (rank / s.block_stride) % s.blocks;
-  const int offset = rank % s.block_len;
-  s.start = rank - block * s.block_stride - offset;
+  const int offset = (rank / s.step) % s.block_len;
+  s.start = rank - block * s.block_stride - offset * s.step;
   if (local_rank) *local_rank = block * s.block_len + offset;
   return s;
 }
@@ -139,7 +158,8 @@ void AppendSlice(std::vector<int>& out, int start, int stop, int step) {
 
 std::vector<std::vector<int>> GroupRanks(const ParallelDims& dims, GroupKind kind) {
   // vLLM's transposes move the group's own axis innermost and put TP in its place, so the groups are enumerated
-  // over the remaining axes in that order; each group is one strided slice of the ranks.
+  // over the remaining axes in that order; each group is one strided slice of the ranks, except a DCP group over a
+  // whole (pcp, tp) block (dcp == tp*pcp), which is its block's PCP runs in tp order.
   const StridedRanks shape = KindShape(dims, kind);
   const int stride = shape.block_stride, length = shape.block_len;
   const int tp = dims.tp, pcp = dims.pcp, pp = dims.pp, world = dims.world_size();
@@ -149,6 +169,14 @@ std::vector<std::vector<int>> GroupRanks(const ParallelDims& dims, GroupKind kin
     groups.emplace_back();
     AppendSlice(groups.back(), start, stop, step);
   };
+  if (kind == GroupKind::kDcp && pcp > 1 && dims.dcp > 1) {  // transpose(-1, -2): over (edp, dp, pp), PCP first
+    if (dims.dcp == pcp) return GroupRanks(dims, GroupKind::kPcp);  // the PCP table
+    for (int b = 0; b < world; b += pp_stride) {  // dcp == tp*pcp: each (pcp, tp) block, its PCP runs in tp order
+      groups.emplace_back();
+      for (int t = 0; t < tp; ++t) AppendSlice(groups.back(), b + t, b + pp_stride, tp);
+    }
+    return groups;
+  }
   switch (kind) {
     case GroupKind::kTp:
     case GroupKind::kDcp:  // consecutive chunks in rank order

@@ -3,6 +3,7 @@
 #include "vllm/v1/kv_cache_interface.h"
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include "vllm/v1/checked_math.h"
@@ -23,35 +24,70 @@ int64_t CheckUsageArgs(const std::string& owner, int64_t max_model_len, std::opt
 
 }  // namespace
 
+const std::vector<std::pair<std::string, KVQuantMode>>& KVQuantModeMembers() {
+  static const std::vector<std::pair<std::string, KVQuantMode>> members{
+      {"NONE", KVQuantMode::kNone},
+      {"FP8_PER_TENSOR", KVQuantMode::kFp8PerTensor},
+      {"INT8_PER_TOKEN_HEAD", KVQuantMode::kInt8PerTokenHead},
+      {"FP8_PER_TOKEN_HEAD", KVQuantMode::kFp8PerTokenHead},
+      {"INT4_PER_TOKEN_HEAD", KVQuantMode::kInt4PerTokenHead},
+      {"NVFP4", KVQuantMode::kNvfp4},
+      {"TURBOQUANT_K8V4", KVQuantMode::kTurboquantK8v4},
+      {"TURBOQUANT_4BIT_NC", KVQuantMode::kTurboquant4bitNc},
+      {"TURBOQUANT_K3V4_NC", KVQuantMode::kTurboquantK3v4Nc},
+      {"TURBOQUANT_3BIT_NC", KVQuantMode::kTurboquant3bitNc},
+      {"NVFP4_DS_MLA", KVQuantMode::kNvfp4DsMla},
+      {"ULTRAQUANT_4BIT", KVQuantMode::kUltraquant4bit},
+      {"OCTAVE_K3V4", KVQuantMode::kOctaveK3v4},
+      {"OCTAVE_K3V3", KVQuantMode::kOctaveK3v3},
+      {"OCTAVE_K3V3_COMPACT", KVQuantMode::kOctaveK3v3Compact},
+      {"CUSTOM", KVQuantMode::kOctaveK3v4},  // vLLM's alias of OCTAVE_K3V4
+  };
+  return members;
+}
+
 const char* KVQuantModeName(KVQuantMode mode) {
-  switch (mode) {
-    case KVQuantMode::kNone: return "NONE";
-    case KVQuantMode::kFp8PerTensor: return "FP8_PER_TENSOR";
-    case KVQuantMode::kInt8PerTokenHead: return "INT8_PER_TOKEN_HEAD";
-    case KVQuantMode::kFp8PerTokenHead: return "FP8_PER_TOKEN_HEAD";
-    case KVQuantMode::kInt4PerTokenHead: return "INT4_PER_TOKEN_HEAD";
-    case KVQuantMode::kNvfp4: return "NVFP4";
+  for (const auto& [name, member] : KVQuantModeMembers()) {
+    if (member == mode) return name.c_str();  // the first spelling: the member, never the alias
   }
   return "UNKNOWN";
 }
 
 std::optional<KVQuantMode> KVQuantModeByName(const std::string& name) {
-  for (KVQuantMode mode : {KVQuantMode::kNone, KVQuantMode::kFp8PerTensor, KVQuantMode::kInt8PerTokenHead,
-                           KVQuantMode::kFp8PerTokenHead, KVQuantMode::kNvfp4}) {
-    if (name == KVQuantModeName(mode)) return mode;
+  for (const auto& [spelling, member] : KVQuantModeMembers()) {
+    if (spelling == name) return member;
   }
   return std::nullopt;
 }
 
 bool IsPerTokenHead(KVQuantMode mode) {
-  return mode == KVQuantMode::kInt8PerTokenHead || mode == KVQuantMode::kFp8PerTokenHead;
+  return mode == KVQuantMode::kInt8PerTokenHead || mode == KVQuantMode::kFp8PerTokenHead ||
+         mode == KVQuantMode::kInt4PerTokenHead;
+}
+
+bool IsLaidOut(KVQuantMode mode) {
+  return mode == KVQuantMode::kNone || mode == KVQuantMode::kFp8PerTensor || mode == KVQuantMode::kInt8PerTokenHead ||
+         mode == KVQuantMode::kFp8PerTokenHead || mode == KVQuantMode::kNvfp4;
 }
 
 KVQuantMode kv_quant_mode_for(const std::string& cache_dtype) {
+  auto starts = [&cache_dtype](const char* prefix) { return cache_dtype.rfind(prefix, 0) == 0; };
+  if (cache_dtype == "int4_per_token_head") return KVQuantMode::kInt4PerTokenHead;
   if (cache_dtype == "int8_per_token_head") return KVQuantMode::kInt8PerTokenHead;
   if (cache_dtype == "fp8_per_token_head") return KVQuantMode::kFp8PerTokenHead;
-  if (cache_dtype == "nvfp4") return KVQuantMode::kNvfp4;
-  if (cache_dtype.rfind("fp8", 0) == 0) return KVQuantMode::kFp8PerTensor;
+  if (cache_dtype == "nvfp4_ds_mla") return KVQuantMode::kNvfp4DsMla;  // before the nvfp4 prefix
+  if (cache_dtype == "ultraquant_4bit") return KVQuantMode::kUltraquant4bit;
+  if (starts("nvfp4")) return KVQuantMode::kNvfp4;
+  if (starts("turboquant_") || starts("octave_")) {
+    std::string upper = cache_dtype;
+    std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+    const std::optional<KVQuantMode> member = KVQuantModeByName(upper);
+    if (!member.has_value()) {
+      throw std::invalid_argument("kv_cache_dtype '" + cache_dtype + "' names no KVQuantMode member '" + upper + "'");
+    }
+    return *member;
+  }
+  if (starts("fp8")) return KVQuantMode::kFp8PerTensor;
   return KVQuantMode::kNone;
 }
 
@@ -70,8 +106,9 @@ void AttentionSpec::check_fields() const {
     throw std::invalid_argument(owner + ".dtype must be a 1-byte dtype with kv_quant_mode=" +
                                 KVQuantModeName(kv_quant_mode) + ", got " + dtype.torch_str());
   }
-  if (kv_quant_mode == KVQuantMode::kInt4PerTokenHead) {
-    throw std::invalid_argument(owner + ".kv_quant_mode INT4_PER_TOKEN_HEAD has no page layout in this port");
+  if (!IsLaidOut(kv_quant_mode)) {
+    throw std::invalid_argument(owner + ".kv_quant_mode " + KVQuantModeName(kv_quant_mode) +
+                                " has no page layout in this port");
   }
   if (kv_quant_mode == KVQuantMode::kNvfp4 && kind() != KVCacheSpecKind::kFullAttention) {
     throw std::invalid_argument(owner + ".kv_quant_mode NVFP4 is only laid out for FullAttentionSpec, got " + owner);
