@@ -74,6 +74,12 @@ def model_layers(cfg: Mapping[str, Any], tensor_parallel_size: int, block_size: 
     model = _MODEL_DTYPES[cfg.get("torch_dtype", cfg.get("dtype"))]
     storage, fmt = _CACHE_FORMATS[kv_cache_dtype]
     storage = storage or model
+    # Every rank serves an equal share of the query heads, whatever the attention kind (latent attention's
+    # per-head query/output projections are column-sharded too), so the query heads must split over the ranks.
+    query_heads = _positive(cfg, "num_attention_heads")
+    if query_heads % tp:
+        raise ValueError(f"{query_heads} attention heads do not split evenly over {tp} ranks "
+                         f"(--tensor-parallel-size {tp})")
     latent = cfg.get("kv_lora_rank") is not None
     if fmt == "fp8_ds_mla" and not latent:
         raise ValueError("fp8_ds_mla is an MLA cache format")

@@ -76,6 +76,16 @@ def _divide(total: int, tp: int, what: str) -> int:
     return total // tp
 
 
+def check_heads_divisible(cfg: Mapping[str, Any], tensor_parallel_size: int) -> None:
+    """vLLM's ``ModelConfig.verify_with_parallel_config`` (vllm/config/model.py): every model, MLA included, refuses
+    a tensor-parallel size that does not divide its total number of attention heads."""
+    tp = check_int("probe", "tensor_parallel_size", tensor_parallel_size, minimum=1)
+    heads = _field(cfg, "num_attention_heads")
+    if heads % tp:
+        raise ValueError(f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}); "
+                         f"choose a --tensor-parallel-size that divides {heads}")
+
+
 def is_mla(cfg: Mapping[str, Any]) -> bool:
     """DeepSeek-style latent attention: the config carries a ``kv_lora_rank``."""
     return cfg.get("kv_lora_rank") is not None
@@ -94,12 +104,13 @@ def head_size(cfg: Mapping[str, Any]) -> int:
 
 
 def kv_heads_per_rank(cfg: Mapping[str, Any], tensor_parallel_size: int) -> int:
-    """KV heads one rank stores: total / tp, or 1 (replicated) when tp >= total; MLA keeps 1 latent head."""
+    """KV heads one rank stores: total / tp, or 1 (replicated) when tp >= total; MLA keeps 1 latent head.
+    A tp size that does not divide the attention heads is refused first, MLA included (as vLLM)."""
     tp = check_int("probe", "tensor_parallel_size", tensor_parallel_size, minimum=1)
+    check_heads_divisible(cfg, tp)
     if is_mla(cfg):
         return 1
     heads = _field(cfg, "num_attention_heads")
-    _divide(heads, tp, "Total number of attention heads")
     total_kv = _field(cfg, "num_key_value_heads") if cfg.get("num_key_value_heads") is not None else heads
     if heads % total_kv:
         raise ValueError(f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({total_kv})")
@@ -240,6 +251,7 @@ def probe_kv_cache_config(cfg: Mapping[str, Any], request: ProbeRequest, num_blo
     if not isinstance(request, ProbeRequest):
         raise TypeError(f"probe_kv_cache_config needs a ProbeRequest, got {request!r}")
     model = request.dtype if request.dtype is not None else model_dtype(cfg)
+    check_heads_divisible(cfg, request.tensor_parallel_size)  # before any layer: hybrids with no attention layer too
     by_spec: dict[KVCacheSpec, list[str]] = {}
     specs: dict[str, KVCacheSpec] = {}
     for i, kind in enumerate(layer_types(cfg)):

@@ -38,6 +38,16 @@ def linear_layers_as_attention(model: str | Mapping[str, Any], tensor_parallel_s
     return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
 
 
+def mla_heads_not_divided(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                          kv_cache_dtype: str = "auto") -> int:
+    """An MLA model sized at any tp, as if its one latent KV head freed it from the attention-heads divisibility
+    check vLLM applies to every model (DeepSeek-V2-Lite's 16 heads at tp=3 built instead of refused)."""
+    cfg = model_config(model)
+    if cfg.get("kv_lora_rank") is not None:
+        return model_bytes_per_block(cfg, 1, block_size, kv_cache_dtype)
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
 # --- kv_plan_summary(model, argv) ------------------------------------------------------------------------
 
 

@@ -29,11 +29,15 @@ Json TextModelConfig(const Json& raw);
 // ReadConfigJson then TextModelConfig.
 Json LoadModelConfig(const std::string& path);
 
+// vLLM's ModelConfig.verify_with_parallel_config (vllm/config/model.py): every model, MLA included, refuses a
+// tensor-parallel size that does not divide its total number of attention heads (std::invalid_argument).
+void CheckHeadsDivisible(const Json& cfg, int64_t tensor_parallel_size);
 // DeepSeek-style latent attention: the config carries a kv_lora_rank.
 bool IsMla(const Json& cfg);
 // K/V head width: MLA's kv_lora_rank + qk_rope_head_dim, else head_dim, else hidden_size / num_attention_heads.
 int64_t HeadSize(const Json& cfg);
 // KV heads one rank stores: total / tp, or 1 (replicated) when tp >= total; MLA keeps 1 latent head.
+// A tp size that does not divide the attention heads is refused first, MLA included (as vLLM).
 int64_t KVHeadsPerRank(const Json& cfg, int64_t tensor_parallel_size);
 // One of full_attention, sliding_attention, linear_attention per decoder layer.
 std::vector<std::string> LayerTypes(const Json& cfg);

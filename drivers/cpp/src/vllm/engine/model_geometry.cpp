@@ -89,6 +89,16 @@ Json TextModelConfig(const Json& raw) {
 
 Json LoadModelConfig(const std::string& path) { return TextModelConfig(ReadConfigJson(path)); }
 
+void CheckHeadsDivisible(const Json& cfg, int64_t tensor_parallel_size) {
+  const int64_t tp = vllm::v1::CheckInt("probe", "tensor_parallel_size", tensor_parallel_size, 1);
+  const int64_t heads = Field(cfg, "num_attention_heads");
+  if (heads % tp) {
+    throw std::invalid_argument("Total number of attention heads (" + std::to_string(heads) +
+                                ") must be divisible by tensor parallel size (" + std::to_string(tp) +
+                                "); choose a --tensor-parallel-size that divides " + std::to_string(heads));
+  }
+}
+
 bool IsMla(const Json& cfg) { return JsonGet(cfg, "kv_lora_rank") != nullptr; }
 
 int64_t HeadSize(const Json& cfg) {
@@ -105,9 +115,9 @@ int64_t HeadSize(const Json& cfg) {
 
 int64_t KVHeadsPerRank(const Json& cfg, int64_t tensor_parallel_size) {
   const int64_t tp = vllm::v1::CheckInt("probe", "tensor_parallel_size", tensor_parallel_size, 1);
+  CheckHeadsDivisible(cfg, tp);
   if (IsMla(cfg)) return 1;
   const int64_t heads = Field(cfg, "num_attention_heads");
-  Divide(heads, tp, "Total number of attention heads");
   const int64_t total_kv = JsonGet(cfg, "num_key_value_heads") != nullptr ? Field(cfg, "num_key_value_heads") : heads;
   if (heads % total_kv) {
     throw std::invalid_argument("num_attention_heads (" + std::to_string(heads) +
@@ -312,6 +322,7 @@ std::string LayerName(int64_t index, const std::string& kind) {
 
 vllm::v1::KVCacheConfig ProbeKVCacheConfig(const Json& cfg, const ProbeRequest& request, int64_t num_blocks) {
   const DType model = request.dtype.has_value() ? *request.dtype : vllm::v1::DTypeByName(ModelDTypeName(cfg));
+  CheckHeadsDivisible(cfg, request.tensor_parallel_size);  // before any layer: hybrids with no attention layer too
   std::vector<std::string> kinds;  // first appearance order; one spec (and group) per kind
   std::vector<std::shared_ptr<vllm::v1::KVCacheSpec>> specs;
   std::vector<std::vector<std::string>> names;
