@@ -59,10 +59,12 @@ def _faked_world(world_size: int, data_parallel_size: int) -> Iterator[list[tupl
         parallel_config=SimpleNamespace(data_parallel_size=data_parallel_size, enable_elastic_ep=False,
                                         use_all2all=False, enable_eplb=False),
         engram_config=None, model_config=None)
-    saved = {name: getattr(parallel_state, name) for name in _GROUP_GLOBALS + ("_WORLD",)}
+    # A release without one of these groups (0.25.0 has no _ETP or _ENGRAM_DP) is left without it.
+    saved = {name: getattr(parallel_state, name) for name in _GROUP_GLOBALS + ("_WORLD",) if hasattr(parallel_state, name)}
     try:
         for name in _GROUP_GLOBALS:
-            setattr(parallel_state, name, None)
+            if name in saved:
+                setattr(parallel_state, name, None)
         parallel_state._WORLD = world
         with mock.patch.object(torch.distributed, "is_initialized", lambda: True), \
                 mock.patch.object(torch.distributed, "get_world_size", lambda *a, **k: world_size), \

@@ -311,6 +311,54 @@ def cmd_deviations(args: argparse.Namespace, project: Project) -> int:
     return ExitCode.OK
 
 
+def _version_text(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+){1,3}([a-z]+[0-9]*)?(\.post[0-9]+)?", text):
+        raise argparse.ArgumentTypeError(f"expected an exact release such as 0.25.0, got {text!r}")
+    return text
+
+
+def _json_text(data: object) -> str:
+    import json
+
+    return json.dumps(data, indent=2) + "\n"
+
+
+def cmd_upstream_drift(args: argparse.Namespace, project: Project) -> int:
+    """What changed in the pinned upstream's behaviour, per row and operation, at another release (docs/upstream.md)."""
+    from _vllm_gates.drift import DriftError, Side, as_json, drift, render_markdown, render_text
+
+    _check_rows(project, args.rows)
+    pin = project.config.upstream
+    if pin is None:
+        raise UsageError(f"this project pins no upstream release ([{SECTION}.upstream] in {CONFIG_FILE}): nothing to compare")
+    if args.to == pin.version and args.site is None:
+        raise UsageError(f"--to {args.to} is the pinned release; name another one")
+    if args.examples < 0:
+        raise UsageError(f"--examples {args.examples}: expected a count >= 0")
+    site = (args.site or project.config.root / "build" / "upstream" / f"{pin.package}-{args.to}").resolve()
+    if not site.is_dir():
+        how = f" (bash ci/install-upstream-beside.sh {args.to} installs it there)" if args.site is None else ""
+        raise UsageError(f"{pin.package} {args.to} is not installed beside the pin: no folder {site}{how}; or give --site DIR")
+    from_site = args.from_site.resolve() if args.from_site else None
+    if from_site is not None and not from_site.is_dir():
+        raise UsageError(f"--from-site {args.from_site}: no such folder")
+    try:
+        report = drift(project.config, project.gate_files, Side(pin.version, from_site), Side(args.to, site), args.rows,
+                       examples=args.examples, timeout=args.timeout)
+    except DriftError as error:
+        print(f"gates upstream-drift: {error}", file=sys.stderr)
+        return ExitCode.ERROR
+    print(render_text(report, pin.package), end="")
+    for target, text in ((args.json, lambda: _json_text(as_json(report, pin.package))),
+                         (args.markdown, lambda: render_markdown(report, pin.package))):
+        if target:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            Path(target).write_text(text(), encoding="utf-8")
+    return ExitCode.CLAIM_NOT_MET if args.check and report.drifted else ExitCode.OK
+
+
 def cmd_check_independence(args: argparse.Namespace, project: Project) -> int:
     from _vllm_gates.independence import violations
 
@@ -368,12 +416,24 @@ def parser() -> argparse.ArgumentParser:
     deviations = sub.add_parser("deviations", help="the declared deviations from the pinned upstream release (spec/deviations.yaml)")
     deviations.add_argument("rows", nargs="*", help="rows to list (default: all)")
     deviations.add_argument("--json", action="store_true", help="print them as JSON")
+    drift = sub.add_parser("upstream-drift", help="what changed between the pinned upstream release and another one, per row "
+                                                  "and operation: every upstream gate's oracle asked the same inputs under both")
+    drift.add_argument("rows", nargs="*", help="rows to compare (default: all)")
+    drift.add_argument("--to", required=True, type=_version_text, metavar="VERSION", help="the other release, e.g. 0.25.0")
+    drift.add_argument("--site", type=Path, metavar="DIR", help="the folder it is installed in (default: "
+                                                                "build/upstream/vllm-VERSION, as ci/install-upstream-beside.sh puts it)")
+    drift.add_argument("--from-site", type=Path, metavar="DIR", help="a folder holding the pinned release (default: this environment's install)")
+    drift.add_argument("--examples", type=int, default=25, metavar="N", help="examples drawn per gate from its strategy, a fixed seed (default 25)")
+    drift.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds each release's probe may take (default 900)")
+    drift.add_argument("--json", metavar="F", help="write the report as JSON")
+    drift.add_argument("--markdown", metavar="F", help="write the report as Markdown")
+    drift.add_argument("--check", action="store_true", help="exit 1 when anything changed or could not run (default: exit 0, a report)")
     sub.add_parser("check-independence", help="packages that import what an independence contract forbids (impl, oracles)")
     return top
 
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
-            "deviations": cmd_deviations, "check-independence": cmd_check_independence}
+            "deviations": cmd_deviations, "upstream-drift": cmd_upstream_drift, "check-independence": cmd_check_independence}
 
 
 class _QuietPipe(io.RawIOBase):
