@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 C_FLAGS = ("-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic")
@@ -39,6 +40,13 @@ def find_compiler() -> Compiler:
     path = shutil.which(name)
     if path is None:
         raise CompilerUnavailable(f"no C compiler: {name!r} is not on PATH (set ${COMPILER_ENV} or install cc)")
+    return _working_compiler(path, os.stat(path).st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _working_compiler(path: str, mtime_ns: int) -> Compiler:
+    """``path --version``, run once per compiler file and its modification time (a failure is not kept: each
+    call retries it); every ABI gate item and example asks, and spawning it each time cost ~960 runs a suite."""
     try:
         done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:

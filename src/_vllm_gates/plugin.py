@@ -20,13 +20,14 @@ from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.evidence import SIMULATED_DEVICE_ENV, GateEvidence
 from _vllm_gates.gatefile import load_gate_file, peek_row_id
 from _vllm_gates.implementations import PYTHON, Implementation
-from _vllm_gates.items import AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items
+from _vllm_gates.items import RECORD, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items
 from _vllm_gates.model import Gate, GateFile, TargetRef
 from _vllm_gates.profiles import load_default_profile, register_profiles
 from _vllm_gates.project import second_gate_file, unknown_row
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
 from _vllm_gates.verdicts import not_implemented_skip, requirement_skip
+from _vllm_gates import xdist_run
 from _vllm_gates.workers import WorkerLost, WorkerPool, WorkerSpec
 
 _RUN = pytest.StashKey[GateRun]()
@@ -78,6 +79,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _stop_on_sigterm(run)
     config.pluginmanager.register(InterruptWatcher(run), "vllm-gates-interrupts")
     config.pluginmanager.register(RequirementSkips(run), "vllm-gates-requirements")
+    if xdist_run.is_controller(config):
+        config.pluginmanager.register(xdist_run.Controller(run), "vllm-gates-xdist")
     for marker in project.markers:
         config.addinivalue_line("markers", f"{marker.name}: {marker.help}")
     register_profiles()
@@ -95,7 +98,8 @@ def _implementation(project: Any, name: str | None) -> Implementation:
 def pytest_sessionstart(session: pytest.Session) -> None:
     run = gate_run(session.config)
     if run is not None and _may_collect_gate_files(session.config, run):
-        run.pool.spawner()  # the fork server imports its preload modules while the judge collects
+        if not xdist_run.is_controller(session.config):  # an xdist controller runs no item: its workers spawn
+            run.pool.spawner()  # the fork server imports its preload modules while the judge collects
         implementation = run.project.implementation(run.impl)
         if implementation is not None and implementation.external:
             from _vllm_gates.builds import ensure_built
@@ -432,13 +436,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     run = gate_run(item.config)
     if run is not None:
         run.record(item, report)
+        if isinstance(item, GateItem) and xdist_run.is_worker(item.config):
+            xdist_run.attach(report, item.identity, item.stash.get(RECORD, None))
     return report
+
 
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the claims join it as test cases
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     run = gate_run(session.config)
     if run is None:
+        return
+    if xdist_run.is_worker(session.config):  # the controller judges the whole run
+        session.config.workeroutput[xdist_run.KEY] = xdist_run.manifest(run)  # type: ignore[attr-defined]
         return
     if run.collected_files or run.requested_rows is not None:
         session.exitstatus = run.finish(session.config, int(exitstatus))

@@ -16,12 +16,13 @@ from _vllm_gates.audit import audit_exit_code, audit_lines, audit_table
 from _vllm_gates.config import Config
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.exitcodes import ExitCode
-from _vllm_gates.items import RECORD, GateItem, ItemIdentity
+from _vllm_gates.items import RECORD, GateItem, ItemIdentity, ItemRecord
 from _vllm_gates.model import GateFile, Roadmap
 from _vllm_gates.profiles import current_profile_name
 from _vllm_gates.project import Project, load_roadmap_of
 from _vllm_gates.reports import junit_claims, markdown, table, write_atomic, write_json
 from _vllm_gates.workers import WorkerPool
+from _vllm_gates.xdist_run import without_worker_header
 from _vllm_gates.evidence import Device, GateEvidence, assess, environment, fill_evidence, this_device, with_fingerprints
 from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
 from _vllm_gates.verdicts import ItemResult, RunReport, Scope, build_report, exit_code, interrupted, with_unknown_rows
@@ -96,9 +97,12 @@ class GateRun:
             if report.failed:
                 self.other_failures += 1
             return
-        entry = self._results.setdefault(item.nodeid, _Partial(item.identity))
+        self.fold(item.nodeid, item.identity, item.stash.get(RECORD, None), report)
+
+    def fold(self, nodeid: str, identity: ItemIdentity, found: ItemRecord | None, report: pytest.TestReport) -> None:
+        """Fold one phase's report of a gate item into its result (here, or sent by an xdist worker)."""
+        entry = self._results.setdefault(nodeid, _Partial(identity))
         entry.duration += report.duration
-        found = item.stash.get(RECORD, None)
         if found is not None:
             entry.checks, entry.rejected_by = found.checks, found.rejected_by
             entry.values, entry.agreed_errors = found.values, found.agreed_errors
@@ -109,8 +113,8 @@ class GateRun:
         elif report.failed:
             harness_error = report.when != "call" or (found is not None and found.harness_error)
             entry.outcome = "error" if harness_error else "failed"
-            text = report.longreprtext.strip()
-            entry.detail = text.splitlines()[0][:300] if text else report.when
+            lines = without_worker_header(report.longreprtext.strip().splitlines())
+            entry.detail = lines[0][:300] if lines else report.when
 
     def results(self) -> list[ItemResult]:
         return [ItemResult(nodeid=nodeid, row=e.identity.row, gate=e.identity.gate, milestone=e.identity.milestone,

@@ -1,6 +1,7 @@
 """The compiled oracles' toolchain: strict flags, hash-keyed cache, and a missing compiler as a skip (CAPI-1.1, CAPI-2.6)."""
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -51,3 +52,17 @@ def test_missing_compiler_is_a_clear_error_and_a_gate_skip(monkeypatch, spec_tex
         inputs.spec_header({})
     with pytest.raises(pytest.skip.Exception):
         inputs.header_text({"header": "spec"})
+
+
+def test_the_compiler_is_asked_its_version_once_per_file_not_once_per_call(monkeypatch, tmp_path):
+    log = tmp_path / "calls"
+    fake = tmp_path / "fakecc"
+    fake.write_text(f"#!/bin/sh\necho run >> {log}\necho 'fakecc 1.0'\n", encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    assert [toolchain.find_compiler().version for _ in range(5)] == ["fakecc 1.0"] * 5
+    assert log.read_text().count("run") == 1
+    fake.write_text(f"#!/bin/sh\necho run >> {log}\necho 'fakecc 2.0'\n", encoding="utf-8")  # a new file: asked again
+    os.utime(fake, ns=(1, 1))
+    assert toolchain.find_compiler().version == "fakecc 2.0"
+    assert log.read_text().count("run") == 2

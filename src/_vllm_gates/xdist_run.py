@@ -1,0 +1,113 @@
+"""A gate run split across pytest-xdist workers (`pytest -n N`, issue 15): the workers run their share of the items
+and send what they collected and what each item checked; the controller alone judges and writes the reports, so
+the verdicts, reports and exit code are those of a serial run.
+
+Each gate item's report carries its identity and record in ``user_properties`` (xdist sends them with the report);
+each worker's collection (the gate files, the items every gate declares, the broken rows) reaches the controller in
+``workeroutput`` when the worker finishes. A worker that dies leaves its gates' items missing: INCOMPLETE, never a pass.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from _vllm_gates.items import ItemIdentity, ItemKind, ItemRecord
+from _vllm_gates.profiles import current_profile_name
+
+if TYPE_CHECKING:
+    from _vllm_gates.session import GateRun
+
+KEY = "vllm_gates"
+_WORKER_HEADER = re.compile(r"\[gw[0-9]+\] .* -- Python ")  # the line xdist puts before a worker's failure text
+
+
+def without_worker_header(lines: list[str]) -> list[str]:
+    """A failure's lines without the ``[gw1] linux -- Python 3.11.7 ...`` line an xdist worker's report starts with."""
+    return lines[1:] if lines and _WORKER_HEADER.match(lines[0]) else lines
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """This process is an xdist worker: it runs items, the controller judges."""
+    return hasattr(config, "workerinput")
+
+
+def is_controller(config: pytest.Config) -> bool:
+    """This process distributes the items to xdist workers and runs none itself (``-n N`` sets ``--dist load``)."""
+    return not is_worker(config) and getattr(config.option, "dist", "no") != "no"
+
+
+def attach(report: pytest.TestReport, identity: ItemIdentity, record: ItemRecord | None) -> None:
+    """Put what the controller needs of a gate item's phase into its report."""
+    payload = {"row": identity.row, "gate": identity.gate, "milestone": identity.milestone, "kind": identity.kind.value,
+               "line": identity.line}
+    if record is not None:
+        payload["record"] = {"checks": record.checks, "rejected_by": record.rejected_by,
+                             "harness_error": record.harness_error, "values": record.values,
+                             "agreed_errors": record.agreed_errors}
+    report.user_properties.append((KEY, payload))
+
+
+def payload_of(report: pytest.TestReport) -> tuple[ItemIdentity, ItemRecord | None] | None:
+    """The identity and record a worker attached to this report, or None (not a gate item)."""
+    found = next((value for name, value in getattr(report, "user_properties", ()) if name == KEY), None)
+    if found is None:
+        return None
+    identity = ItemIdentity(found["row"], found["gate"], found["milestone"], ItemKind(found["kind"]), found["line"])
+    record = ItemRecord(**found["record"]) if "record" in found else None
+    return identity, record
+
+
+def manifest(run: "GateRun") -> dict[str, Any]:
+    """What one worker collected, as plain data for ``workeroutput``."""
+    return {"collected_files": sorted(str(p) for p in run.collected_files),
+            "row_files": dict(run.row_files), "broken": dict(run.broken),
+            "declared": [[row, gate, names] for (row, gate), names in run.declared.items()],
+            "gate_markers": [[row, gate, list(markers)] for (row, gate), markers in run.gate_markers.items()],
+            "interrupted": run.interrupted, "profile": current_profile_name()}
+
+
+def merge(run: "GateRun", found: dict[str, Any]) -> None:
+    """Fold one worker's collection into the controller's run (every worker collects the same items)."""
+    from _vllm_gates.errors import DefinitionError
+    from _vllm_gates.gatefile import load_gate_file
+
+    run.collected_files.update(Path(p) for p in found["collected_files"])
+    run.broken.update({row: why for row, why in found["broken"].items() if row not in run.broken})
+    for row, gate, names in found["declared"]:
+        run.declared.setdefault((row, gate), list(names))
+    for row, gate, markers in found["gate_markers"]:
+        run.gate_markers.setdefault((row, gate), tuple(markers))
+    run.interrupted = run.interrupted or found["interrupted"]
+    run.meta.setdefault("profile", found["profile"])  # the Hypothesis profile the items ran under, not the controller's
+    roadmap, _ = run.roadmap()
+    for row, path in found["row_files"].items():
+        if row in run.gate_files or row in run.broken or roadmap is None:
+            continue
+        run.row_files[row] = path
+        try:
+            run.gate_files[row] = load_gate_file(run.project.root / path, run.project.root, roadmap, run.project.marker_names)
+        except DefinitionError as error:  # changed on disk since the worker read it
+            run.broken[row] = str(error)
+
+
+class Controller:
+    """The controller's side: every worker's reports and collection folded into the one run it judges."""
+
+    def __init__(self, run: "GateRun"):
+        self.run = run
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        found = payload_of(report)
+        if found is not None:
+            self.run.fold(report.nodeid, found[0], found[1], report)
+        elif report.failed:  # another test, or a gate item whose worker died before it could report
+            self.run.other_failures += 1
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        found = getattr(node, "workeroutput", {}).get(KEY)
+        if found is not None:
+            merge(self.run, found)
