@@ -1,8 +1,8 @@
 """Oracle for KV bytes per block (MEM-2.1 to MEM-2.9): allocate the runner's KV tensors on torch's meta device.
 
 Layouts follow the attention backends, not the spec formulas: vllm/v1/attention/backends/flash_attn.py
-(``(2, num_blocks, block_size, kv_heads, head_size)``), vllm/v1/attention/backends/mla/ (one latent row
-per token; FlashMLA's fp8 entry), vllm/v1/worker/gpu_model_runner.py (raw per-layer buffers, padded
+(``(2, num_blocks, block_size, kv_heads, head_size)``), vllm/v1/attention/backends/flashinfer.py (NVFP4: K and V
+in head slots of one width), vllm/v1/attention/backends/mla/ (one latent row per token, its V width unread; FlashMLA's fp8 entry), vllm/v1/worker/gpu_model_runner.py (raw per-layer buffers, padded
 pages) and the Mamba state cache (one state per sequence slot). Bytes are measured from the storages.
 """
 from __future__ import annotations
@@ -67,6 +67,9 @@ def _kv_rows(layer: PagedLayer, n: int) -> list[torch.Tensor]:
     """The K and V tensors of a flash-attention layer for ``n`` blocks, in its storage format."""
     bs, heads = layer.block_size, layer.num_kv_heads
     if layer.fmt == "nvfp4":
+        if layer.head_size != layer.head_size_v:  # FlashInfer's NVFP4 cache: 2 * heads slots of one width
+            raise ValueError(f"NVFP4 stores K and V in head slots of one width, got K {layer.head_size} and "
+                             f"V {layer.head_size_v}")
         tensors = []
         for width in (layer.head_size, layer.head_size_v):
             if width % NVFP4_GROUP:

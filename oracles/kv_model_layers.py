@@ -24,6 +24,12 @@ _CACHE_FORMATS = {
 }
 
 
+# The transformers config classes whose head_dim has a fixed default (Gemma2Config, Gemma3TextConfig,
+# Qwen3NextConfig: 256; Qwen3Config: 128); vLLM reads the loaded config's attribute (MEM-2.10). Others derive it.
+_CLASS_HEAD_DIM = {"gemma2": 256, "gemma3_text": 256, "qwen3_next": 256, "qwen3": 128}
+_FLOAT_CACHES = ("bfloat16", "float16", "float32")
+
+
 def _positive(cfg: Mapping[str, Any], key: str) -> int:
     value = cfg.get(key)
     if type(value) is not int or value < 1:
@@ -73,6 +79,9 @@ def model_layers(cfg: Mapping[str, Any], tensor_parallel_size: int, block_size: 
     tp = tensor_parallel_size
     model = _MODEL_DTYPES[cfg.get("torch_dtype", cfg.get("dtype"))]
     storage, fmt = _CACHE_FORMATS[kv_cache_dtype]
+    if kv_cache_dtype in _FLOAT_CACHES and storage is not model:
+        # vLLM (vllm/config/vllm.py) keeps an unquantized cache in the model's own dtype; another float is refused.
+        raise ValueError(f"kv_cache_dtype {kv_cache_dtype} is not the model dtype {model}")
     storage = storage or model
     # Every rank serves an equal share of the query heads, whatever the attention kind (latent attention's
     # per-head query/output projections are column-sharded too), so the query heads must split over the ranks.
@@ -104,7 +113,7 @@ def model_layers(cfg: Mapping[str, Any], tensor_parallel_size: int, block_size: 
         else:
             query_heads = _positive(cfg, "num_attention_heads")
             kv_heads = _positive(cfg, "num_key_value_heads") if "num_key_value_heads" in cfg else query_heads
-            width = cfg.get("head_dim")
+            width = cfg.get("head_dim", _CLASS_HEAD_DIM.get(cfg.get("model_type")))
             if width is None:
                 hidden = _positive(cfg, "hidden_size")
                 if hidden % query_heads:

@@ -3,7 +3,7 @@
 The truth is upstream's: `request_memory` in vllm/v1/worker/utils.py (called from init_device in
 vllm/v1/worker/gpu_worker.py), `memory_profiling` in vllm/utils/mem_utils.py, `determine_available_memory` in
 vllm/v1/worker/gpu_worker.py, and `check_enough_kv_cache_memory` / `estimate_max_model_len` / `get_num_blocks`
-in vllm/v1/core/kv_cache_utils.py. The impl mirrors their code (a float ceil, subtraction of a non-KV sum, a
+in vllm/v1/core/kv_cache_planning.py (0.33.0). The impl mirrors their code (a float ceil, subtraction of a non-KV sum, a
 floor division, a bisection over lengths). This oracle reaches the same numbers by other routes:
 
 * the utilization cap is the exact rational product Fraction(total) * Fraction(utilization), with the
@@ -11,11 +11,12 @@ floor division, a bisection over lengths). This oracle reaches the same numbers 
   around the exact product, each checked against the midpoint of the double grid); no float multiplication.
   The plain exact ceiling would be one byte above vLLM where the double product rounds down onto an integer
   (80 GiB x 0.9, the gate's docstring example), so the rounding is part of the truth;
-* the KV budget is a replay of the device: from the baseline's non-torch level, the absolute non-torch level
-  after the profile, the weights and the activation peak are put on the device under the ceiling
-  "baseline level + cap", and the budget is the room left under that ceiling;
+* the KV budget is a replay of the device (vLLM 0.33.0's profile): from the baseline's level of memory in use,
+  the level after the profile (which must not be lower) and the part of the profile's peak no longer allocated
+  are put on the device under the ceiling "baseline level + cap"; the budget is the room left under it;
 * block counts come from allocating whole blocks in power-of-two batches until the next block would not fit,
-  and the fit check bisects the number of blocks one request needs; bytes are never divided by block bytes;
+  and the fit check counts the budget's whole blocks against the null block vLLM 0.33.0's BlockPool keeps plus the
+  blocks one request needs (bisected); bytes are never divided by block bytes;
 * a block's bytes are those torch gives a meta tensor of the block's shape.
 """
 from __future__ import annotations
@@ -98,9 +99,17 @@ def startup_share(baseline: Mapping[str, object], gpu_memory_utilization: float)
     return allowed
 
 
-def _non_torch_level(snapshot: Mapping[str, object]) -> int:
-    """Device bytes in use that torch's caching allocator does not hold, as one reading shows them."""
-    return _reading(snapshot, "total_memory") - _reading(snapshot, "free_memory") - _reading(snapshot, "torch_memory")
+def _used_level(snapshot: Mapping[str, object]) -> int:
+    """Device bytes in use by anyone, as one reading shows them."""
+    return _reading(snapshot, "total_memory") - _reading(snapshot, "free_memory")
+
+
+def _still_allocated(snapshot: Mapping[str, object]) -> int:
+    """Bytes torch holds allocated at the reading; a reading without that figure allows at most its peak and its
+    reservation (allocated bytes are never above either)."""
+    if "torch_allocated" in snapshot:
+        return _reading(snapshot, "torch_allocated")
+    return min(_reading(snapshot, "torch_peak"), _reading(snapshot, "torch_memory"))
 
 
 class _DeviceReplay:
@@ -112,8 +121,10 @@ class _DeviceReplay:
     def put(self, nbytes: int) -> None:
         self.level += nbytes
 
-    def raise_to(self, level: int) -> None:
-        """Move the non-torch part of the device to a level read off a snapshot (it may also fall)."""
+    def move_to(self, level: int) -> None:
+        """Set the level read off a later snapshot; vLLM's budget assumes others never free memory meanwhile."""
+        if level < self.level:
+            raise ValueError("the device shows less memory in use after the profile than at start-up")
         self.level = level
 
     @property
@@ -125,20 +136,21 @@ def available_kv_cache_bytes(baseline: Mapping[str, object], before_profile: Map
                              after_profile: Mapping[str, object], weights_memory: int,
                              gpu_memory_utilization: float) -> int:
     """Room left for the KV cache after replaying the profile on the device (determine_available_memory of
-    vllm/v1/worker/gpu_worker.py over memory_profiling of vllm/utils/mem_utils.py); ValueError when none."""
+    vllm/v1/worker/gpu_worker.py over memory_profiling of vllm/utils/mem_utils.py, 0.33.0); ValueError when none.
+
+    What the device shows in use after the profile is the instance's weights, workspaces and communicators (all
+    that stays); on top of it the profile's peak comes back at every forward pass, less what is still allocated.
+    The weights are inside the device level already, so `weights_memory` (recorded by vLLM) adds nothing.
+    """
     readings = (baseline, before_profile, after_profile)
     if len({r["device"] for r in readings}) != 1 or len({_reading(r, "total_memory") for r in readings}) != 1:
         raise ValueError("the three readings must come from one device")
     allowed = startup_share(baseline, gpu_memory_utilization)
     # What others (and the CUDA context) held at start-up is not the instance's: the ceiling sits `allowed` above it.
-    start_level = _non_torch_level(baseline)
+    start_level = _used_level(baseline)
     device = _DeviceReplay(level=start_level, ceiling=start_level + allowed)
-    # After the profile the device shows its non-torch memory at this level (communicators, workspaces, ...).
-    device.raise_to(_non_torch_level(after_profile))
-    # Torch's share as vLLM counts it: the weights, and the activation peak above the allocation when the
-    # peak statistics were reset (before_profile), which recurs at every forward pass.
-    device.put(weights_memory)
-    device.put(_reading(after_profile, "torch_peak") - _reading(before_profile, "torch_peak"))
+    device.move_to(_used_level(after_profile))
+    device.put(_reading(after_profile, "torch_peak") - _still_allocated(after_profile))
     if device.room <= 0:
         raise ValueError("no memory left for the KV cache")
     return device.room
@@ -226,14 +238,16 @@ def _blocks_to_cover(tokens: int, block_size: int) -> int:
     return high if tokens > 0 else 0
 
 
+NULL_BLOCKS = 1  # blocks of the pool BlockPool keeps for itself (its null block) in vLLM 0.33.0
+
+
 def refuse_if_too_small(num_layers: int, block_size: int, num_kv_heads: int, head_size: int, dtype: str,
                         available_memory: int, max_model_len: int) -> None:
-    """ValueError when the budget is empty or the blocks of one max_model_len request outgrow it
-    (check_enough_kv_cache_memory of vllm/v1/core/kv_cache_utils.py)."""
-    if available_memory <= 0:
-        raise ValueError("no memory for the cache blocks")
+    """ValueError unless the budget's whole pool blocks hold the null block and every block of one max_model_len
+    request (MEM-3.6; check_enough_kv_cache_memory of vllm/v1/core/kv_cache_planning.py, 0.33.0)."""
     per_block = _per_block(num_layers, block_size, num_kv_heads, head_size, dtype)
     if per_block <= 0:
         raise ZeroDivisionError(f"cannot fit blocks of {per_block} bytes")
-    if _blocks_to_cover(max_model_len, block_size) * per_block > available_memory:
-        raise ValueError("one request of max_model_len does not fit")
+    pool_blocks = _whole_blocks(max(available_memory, 0), per_block)
+    if pool_blocks < NULL_BLOCKS + _blocks_to_cover(max_model_len, block_size):
+        raise ValueError("the pool does not hold the null block and one request of max_model_len")

@@ -36,11 +36,18 @@ _LOCK = threading.Lock()
 
 
 class _FakeDevice:
-    """The readings of one snapshot at a time; ``current`` is the one the next ``measure()`` sees."""
+    """The readings of one snapshot at a time; ``current`` is the one the next ``measure()`` sees. With
+    ``follow_profile`` the device moves to before_profile when ``memory_profiling`` resets the peak statistics (just
+    before it measures), as a worker run needs; the stand-in model runner's ``profile_run`` moves it on."""
 
-    def __init__(self, snapshots: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(self, snapshots: Mapping[str, Mapping[str, Any]], follow_profile: bool = False) -> None:
         self.readings = [dict(snapshots[phase]) for phase in PHASES]
         self.current = self.readings[0]
+        self.follow_profile = follow_profile
+
+    def reset_peak_memory_stats(self, device: Any = None) -> None:
+        if self.follow_profile:
+            self.advance("before_profile")
 
     def advance(self, phase: str) -> None:
         self.current = self.readings[PHASES.index(phase)]
@@ -61,15 +68,15 @@ class _FakeDevice:
 
 
 @contextmanager
-def _faked(snapshots: Mapping[str, Mapping[str, Any]]) -> Iterator[_FakeDevice]:
-    device = _FakeDevice(snapshots)
+def _faked(snapshots: Mapping[str, Mapping[str, Any]], follow_profile: bool = False) -> Iterator[_FakeDevice]:
+    device = _FakeDevice(snapshots, follow_profile)
     fake_time = SimpleNamespace(time=device.time)
     with _LOCK, \
             mock.patch.object(torch.accelerator, "memory_stats", device.memory_stats), \
             mock.patch.object(torch.accelerator, "get_memory_info", device.get_memory_info), \
             mock.patch.object(torch.accelerator, "memory_reserved", device.memory_reserved), \
             mock.patch.object(torch.accelerator, "empty_cache", lambda *a, **k: None), \
-            mock.patch.object(torch.accelerator, "reset_peak_memory_stats", lambda *a, **k: None), \
+            mock.patch.object(torch.accelerator, "reset_peak_memory_stats", device.reset_peak_memory_stats), \
             mock.patch.object(mem_utils, "time", fake_time), \
             mock.patch.object(type(current_platform), "is_integrated_gpu", classmethod(lambda cls, *a: False)):
         yield device
@@ -138,3 +145,31 @@ def requested_memory(device: str, total_memory: int, free_memory: int, gpu_memor
     with _faked({phase: reading for phase in PHASES}):
         init_snapshot = mem_utils.MemorySnapshot(device=device)
         return int(request_memory(init_snapshot, cache_config, external_weight_memory))
+
+
+def worker_available_memory(case: Mapping[str, Any]) -> int:
+    """``Worker.determine_available_memory`` (vllm/v1/worker/gpu_worker.py) itself, run unbound on a stand-in worker
+    over a PROFILE CASE: the faked device, ``init_snapshot`` and ``requested_memory`` as ``init_device`` sets them
+    (``request_memory``, vllm/v1/worker/utils.py; its start-up ValueError propagates), a model runner whose
+    ``profile_run`` only moves the device to after_profile and whose weights are ``weights_memory``, no
+    ``kv_cache_memory_bytes``. vLLM's own profiling check (an ``assert`` that free memory did not grow) raises
+    ``AssertionError``; no CUDA graphs are profiled on this platform.
+    """
+    from vllm.v1.worker.gpu_worker import Worker
+
+    from upstream._config import vllm_config
+
+    config = vllm_config(max_model_len=4096, block_size=16)
+    cache_config = CacheConfig(gpu_memory_utilization=case["gpu_memory_utilization"])
+    config.cache_config = cache_config
+    with _faked(case["snapshots"], follow_profile=True) as device:
+        init_snapshot = mem_utils.MemorySnapshot(device=case["device"])
+        runner = SimpleNamespace(model_memory_usage=case.get("weights_memory", 0),
+                                 profile_run=lambda randomize_inputs=False: device.advance("after_profile"),
+                                 profile_cudagraph_memory=lambda: 0)
+        worker = SimpleNamespace(vllm_config=config, cache_config=cache_config, model_config=config.model_config,
+                                 parallel_config=config.parallel_config, init_snapshot=init_snapshot,
+                                 requested_memory=request_memory(init_snapshot, cache_config), model_runner=runner,
+                                 randomize_dummy_inputs=False, use_v2_model_runner=False)
+        worker._scoped_allocator_max_split = Worker._scoped_allocator_max_split.__get__(worker)
+        return int(Worker.determine_available_memory(worker))

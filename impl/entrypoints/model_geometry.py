@@ -91,12 +91,21 @@ def is_mla(cfg: Mapping[str, Any]) -> bool:
     return cfg.get("kv_lora_rank") is not None
 
 
+DEFAULT_HEAD_DIMS = {"gemma2": 256, "gemma3_text": 256, "qwen3_next": 256, "qwen3": 128}
+"""``head_dim`` of a config.json that omits it, by model_type: the transformers config class's default, which
+vLLM 0.33.0 reads (vllm/transformers_utils/model_arch_config_convertor.py ``get_head_size``); other types fall back
+to hidden / heads (MEM-2.10)."""
+
+
 def head_size(cfg: Mapping[str, Any]) -> int:
-    """K/V head width: MLA's ``kv_lora_rank + qk_rope_head_dim``, else ``head_dim``, else hidden / heads."""
+    """K/V head width: MLA's ``kv_lora_rank + qk_rope_head_dim``, else ``head_dim``, else the model type's default
+    head_dim (``DEFAULT_HEAD_DIMS``), else hidden / heads."""
     if is_mla(cfg):
         return _field(cfg, "kv_lora_rank") + _field(cfg, "qk_rope_head_dim")
     if cfg.get("head_dim") is not None:
         return _field(cfg, "head_dim")
+    if cfg.get("model_type") in DEFAULT_HEAD_DIMS:
+        return DEFAULT_HEAD_DIMS[cfg["model_type"]]
     hidden, heads = _field(cfg, "hidden_size"), _field(cfg, "num_attention_heads")
     if hidden % heads:
         raise ValueError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads})")
@@ -209,6 +218,9 @@ def _kv_storage(request: ProbeRequest, model: DType) -> tuple[DType, KVQuantMode
     if name == "auto":
         return model, KVQuantMode.NONE
     if name in MODEL_DTYPE_NAMES:
+        if name != dtype_name(model):  # vllm/config/vllm.py _reject_mismatched_float_kv_cache (MEM-2.11)
+            raise ValueError(f'kv_cache_dtype="{name}" is incompatible with dtype="{dtype_name(model)}": a float '
+                             f"KV cache dtype must be the model dtype; set --kv-cache-dtype to auto")
         return dtype_like(name, model), KVQuantMode.NONE
     return dtype_like(_ONE_BYTE_KV.get(name, "uint8"), model), kv_quant_mode_for(name)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from impl.v1.core.kv_cache_utils import NO_AVAILABLE_MEMORY_MESSAGE
 from impl.v1.field_checks import check_choice, check_fraction, check_int, check_optional_str
 
 if TYPE_CHECKING:  # torch-free at import, so CLI --help stays fast; the KV module is loaded on first use
@@ -37,11 +38,8 @@ DEFAULT_GPU_MEMORY_UTILIZATION = DefaultUtilization(0.92)
 """vLLM's default since 2026 (vllm/config/cache.py); pass nothing, or this object, to mean "default"."""
 
 
-NO_CACHE_MEMORY = (
-    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the "
-    "engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
-)
-"""vLLM's refusal when the profile leaves nothing for the KV cache (vllm/v1/core/kv_cache_utils.py)."""
+NO_CACHE_MEMORY = NO_AVAILABLE_MEMORY_MESSAGE
+"""vLLM 0.33.0's refusal when the profile leaves nothing for the KV cache (vllm/v1/core/kv_cache_planning.py)."""
 
 
 class UtilizationNotAppliedWarning(UserWarning):

@@ -20,7 +20,8 @@ FP8_DS_MLA = "fp8_ds_mla"
 """MLA cache dtype of DeepSeek's sparse FlashMLA: a fixed 656-byte entry per token."""
 FP8_DS_MLA_BYTES_PER_TOKEN = 656
 FP8_DS_MLA_HEAD_SIZE = 576
-MAMBA_CACHE_MODES = ("none", "all", "align")
+MAMBA_CACHE_MODES = ("none", "align")
+"""vLLM 0.33.0's ``MambaCacheMode`` (vllm/config/cache.py): no "all" mode any more (MEM-2.9)."""
 
 FLOAT32_BYTES = 4
 """Bytes of one fp32 scale (``torch.float32.itemsize``)."""
@@ -184,8 +185,8 @@ class AttentionSpec(KVCacheSpec):
             )
 
     @property
-    def real_page_size_bytes(self) -> int:
-        """K and V of ``block_size`` tokens: 2 * block_size * num_kv_heads * head_size * dtype size."""
+    def data_page_size_bytes(self) -> int:
+        """K and V values of ``block_size`` tokens, scales not included: 2 * bs * num_kv_heads * head_size * s."""
         return 2 * self.block_size * self.num_kv_heads * self.head_size * self.dtype.itemsize
 
     @property
@@ -196,9 +197,15 @@ class AttentionSpec(KVCacheSpec):
         return 2 * self.block_size * self.num_kv_heads * FLOAT32_BYTES
 
     @property
+    def real_page_size_bytes(self) -> int:
+        """The unpadded page, per-token-head scales included (MEM-2.7), as vLLM 0.33.0's ``real_page_size_bytes``
+        once the backend packed the scales inline (vllm/v1/kv_cache_interface.py, backends/triton_attn.py)."""
+        return self.data_page_size_bytes + self.scale_bytes_per_page
+
+    @property
     def unpadded_page_size_bytes(self) -> int:
-        """The real page plus its per-token-head scales: the floor for ``page_size_padded``."""
-        return self.real_page_size_bytes + self.scale_bytes_per_page
+        """The floor for ``page_size_padded``: the real page (vLLM's name for the same size)."""
+        return self.real_page_size_bytes
 
     @property
     def page_size_bytes(self) -> int:
@@ -227,7 +234,7 @@ class FullAttentionSpec(AttentionSpec):
     def _check_fields(self) -> None:
         super()._check_fields()
         owner = type(self).__name__
-        check_int(owner, "head_size_v", self.head_size_v, minimum=1)
+        self._check_head_size_v()
         check_optional_int(owner, "sliding_window", self.sliding_window, minimum=1)
         check_optional_int(owner, "attention_chunk_size", self.attention_chunk_size, minimum=1)
         if self.sliding_window is not None and self.attention_chunk_size is not None:
@@ -240,10 +247,17 @@ class FullAttentionSpec(AttentionSpec):
                 width = getattr(self, name)
                 if width % 16:
                     raise ValueError(f"{owner}.{name} must be a multiple of 16 for NVFP4, got {width}")
+            if self.head_size_v != self.head_size:
+                raise ValueError(f"{owner}.head_size_v must equal head_size ({self.head_size}) for NVFP4: K and V are "
+                                 f"laid out as equal head slots, got {self.head_size_v}")
+
+    def _check_head_size_v(self) -> None:
+        check_int(type(self).__name__, "head_size_v", self.head_size_v, minimum=1)
 
     @property
-    def real_page_size_bytes(self) -> int:
-        """block_size * num_kv_heads * (K width + V width) bytes, with NVFP4's packed widths."""
+    def data_page_size_bytes(self) -> int:
+        """block_size * num_kv_heads * (K width + V width) bytes, with NVFP4's packed widths (K and V equal, as
+        vLLM 0.33.0's FlashInfer backend requires: vllm/v1/attention/backends/flashinfer.py customize_spec)."""
         if self.kv_quant_mode.is_nvfp4:
             widths = nvfp4_bytes_per_head(self.head_size) + nvfp4_bytes_per_head(self.head_size_v)
         else:
@@ -260,10 +274,24 @@ class FullAttentionSpec(AttentionSpec):
 class MLAAttentionSpec(FullAttentionSpec):
     """Multi-head latent attention: one compressed latent per token, no separate K and V.
 
-    ``head_size`` is the latent width (``kv_lora_rank + qk_rope_head_dim``, 576 for DeepSeek).
+    ``head_size`` is the latent width (``kv_lora_rank + qk_rope_head_dim``, 576 for DeepSeek); ``head_size_v`` is 0,
+    as vLLM 0.33.0's default (vllm/v1/kv_cache_interface.py MLAAttentionSpec), and no other width is accepted.
     """
 
+    head_size_v: int | None = 0
     cache_dtype_str: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.head_size_v is None:
+            object.__setattr__(self, "head_size_v", 0)
+        super().__post_init__()
+
+    def _check_head_size_v(self) -> None:
+        owner = type(self).__name__
+        check_int(owner, "head_size_v", self.head_size_v, minimum=0)
+        if self.head_size_v != 0:
+            raise ValueError(f"{owner}.head_size_v must be 0 (an MLA cache holds one latent, no separate V), "
+                             f"got {self.head_size_v}")
 
     def _check_fields(self) -> None:
         super()._check_fields()
@@ -281,7 +309,7 @@ class MLAAttentionSpec(FullAttentionSpec):
                 raise ValueError(f"{owner}.dtype must be a 1-byte dtype with {FP8_DS_MLA!r}, got {self.dtype}")
 
     @property
-    def real_page_size_bytes(self) -> int:
+    def data_page_size_bytes(self) -> int:
         """block_size * num_kv_heads * head_size * dtype size (no K+V factor 2); fp8_ds_mla: 656 a token."""
         if self.cache_dtype_str == FP8_DS_MLA:
             return self.block_size * FP8_DS_MLA_BYTES_PER_TOKEN
@@ -336,6 +364,7 @@ class MambaSpec(KVCacheSpec):
     mamba_type: str = "mamba2"
     mamba_cache_mode: str = "none"
     num_speculative_blocks: int = 0
+    num_prefill_checkpoint_blocks: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.shapes, list):
@@ -364,6 +393,7 @@ class MambaSpec(KVCacheSpec):
             raise TypeError(f"{owner}.mamba_type must be a str, got {self.mamba_type!r}")
         check_choice(owner, "mamba_cache_mode", self.mamba_cache_mode, MAMBA_CACHE_MODES)
         check_int(owner, "num_speculative_blocks", self.num_speculative_blocks, minimum=0)
+        check_int(owner, "num_prefill_checkpoint_blocks", self.num_prefill_checkpoint_blocks, minimum=0)
 
     def _check_page(self) -> None:
         if self.page_size_padded is not None and self.page_size_padded < self.real_page_size_bytes:
@@ -384,12 +414,12 @@ class MambaSpec(KVCacheSpec):
         return self.real_page_size_bytes
 
     def max_memory_usage_bytes(self, max_model_len: int, max_num_batched_tokens: int | None = None) -> int:
-        """One state (plus speculative ones); two in ``align`` mode; a page per block in ``all`` mode."""
+        """(1 + speculative) states; in ``align`` mode (2 + speculative + prefill checkpoints) states, as vLLM
+        0.33.0's ``MambaSpec.max_memory_usage_bytes`` (vllm/v1/kv_cache_interface.py) (MEM-2.9)."""
         _check_usage_args(type(self).__name__, max_model_len, max_num_batched_tokens)
-        if self.mamba_cache_mode == "all":
-            return cdiv(max_model_len, self.block_size) * self.page_size_bytes
-        resident = 2 if self.mamba_cache_mode == "align" else 1
-        return (resident + self.num_speculative_blocks) * self.page_size_bytes
+        if self.mamba_cache_mode == "align":
+            return (2 + self.num_speculative_blocks + self.num_prefill_checkpoint_blocks) * self.page_size_bytes
+        return (1 + self.num_speculative_blocks) * self.page_size_bytes
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The memory profiling result and the context manager that measures it (MEM-3.2).
 
-Mirrors `MemoryProfilingResult` and `memory_profiling` of vllm/utils/mem_utils.py.
+Mirrors `MemoryProfilingResult` and `memory_profiling` of vllm/utils/mem_utils.py (0.33.0): the non-KV memory is
+the drop in free memory since start-up plus the transient peak headroom; weights are recorded, not added.
 """
 from __future__ import annotations
 
@@ -47,9 +48,21 @@ class MemoryProfilingResult:
         return (self.after_profile - self.before_create).non_torch_memory
 
     @property
+    def total_consumed(self) -> int:
+        """Device memory the instance took since the start-up baseline, read off free memory (not torch's
+        reservation, which pluggable allocators bypass): before_create.free - after_profile.free."""
+        return -(self.after_profile - self.before_create).free_memory
+
+    @property
+    def transient_peak_headroom(self) -> int:
+        """The profile's peak allocation above what torch still holds allocated after it: activations that recur
+        at every forward pass but are freed in between (total_consumed already counts what stays allocated)."""
+        return self.after_profile.torch_peak - self.after_profile.torch_allocated
+
+    @property
     def non_kv_cache_memory(self) -> int:
-        """Everything the instance needs besides the KV cache."""
-        return self.weights_memory + self.torch_peak_increase + self.non_torch_increase
+        """Everything the instance needs besides the KV cache (vLLM 0.33.0): total_consumed + transient headroom."""
+        return self.total_consumed + self.transient_peak_headroom
 
     @property
     def profile_time(self) -> float:
@@ -58,8 +71,8 @@ class MemoryProfilingResult:
     def __str__(self) -> str:
         return (f"Memory profiling takes {self.profile_time:.2f} seconds. Total non KV cache memory: "
                 f"{format_gib(self.non_kv_cache_memory)}GiB; torch peak memory increase: "
-                f"{format_gib(self.torch_peak_increase)}GiB; non-torch forward increase memory: "
-                f"{format_gib(self.non_torch_increase)}GiB; weights memory: {format_gib(self.weights_memory)}GiB.")
+                f"{format_gib(self.torch_peak_increase)}GiB; total consumed (from mem_get_info): "
+                f"{format_gib(self.total_consumed)}GiB; weights memory: {format_gib(self.weights_memory)}GiB.")
 
 
 class memory_profiling:  # noqa: N801 - named as vLLM's context manager

@@ -1,6 +1,6 @@
 """Device memory snapshots and their field-wise difference (MEM-3.1).
 
-Mirrors `MemorySnapshot` and `format_gib` of vllm/utils/mem_utils.py; the readings come from a
+Mirrors `MemorySnapshot` and `format_gib` of vllm/utils/mem_utils.py (0.33.0); the readings come from a
 `DeviceMemoryReader` (impl/worker/device_memory.py) so the arithmetic runs without a device.
 """
 from __future__ import annotations
@@ -23,7 +23,12 @@ def format_gib(num_bytes: int) -> float:
 
 @dataclass(frozen=True)
 class MemorySnapshot:
-    """What one device holds at one moment: torch's peak allocation, free/total memory, torch-reserved memory."""
+    """What one device holds at one moment: torch's peak and current allocation, free/total memory, torch-reserved
+    memory (vLLM 0.33.0 reads `torch_allocated` too, for the profile's transient peak headroom, MEM-3.2).
+
+    A snapshot recorded without the allocated reading (`torch_allocated` None) takes the most the other readings
+    allow, min(torch_peak, torch_memory): torch never holds more allocated bytes than its peak or its reservation.
+    """
 
     device: str
     torch_peak: int
@@ -31,12 +36,19 @@ class MemorySnapshot:
     total_memory: int
     torch_memory: int
     timestamp: float
+    torch_allocated: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, str) or not self.device:
             raise ValueError(f"MemorySnapshot.device must be a non-empty device name such as 'cuda:0', got {self.device!r}")
         for name in ("torch_peak", "free_memory", "total_memory", "torch_memory"):
             check_int("MemorySnapshot", name, getattr(self, name), minimum=0)
+        if self.torch_allocated is None:
+            object.__setattr__(self, "torch_allocated", min(self.torch_peak, self.torch_memory))
+        check_int("MemorySnapshot", "torch_allocated", self.torch_allocated, minimum=0)
+        if self.torch_allocated > self.torch_peak:
+            raise ValueError(f"MemorySnapshot.torch_allocated ({self.torch_allocated}) must be <= torch_peak "
+                             f"({self.torch_peak}); the peak allocation is never below the current one")
         if self.total_memory == 0:
             raise ValueError("MemorySnapshot.total_memory must be > 0 bytes, got 0")
         if self.free_memory > self.total_memory:
@@ -68,6 +80,7 @@ class MemorySnapshot:
         return MemoryDelta(
             device=self.device,
             torch_peak=self.torch_peak - other.torch_peak,
+            torch_allocated=self.torch_allocated - other.torch_allocated,
             free_memory=self.free_memory - other.free_memory,
             cuda_memory=self.cuda_memory - other.cuda_memory,
             torch_memory=self.torch_memory - other.torch_memory,
@@ -82,6 +95,7 @@ class MemoryDelta:
 
     device: str
     torch_peak: int
+    torch_allocated: int
     free_memory: int
     cuda_memory: int
     torch_memory: int
@@ -92,6 +106,7 @@ class MemoryDelta:
 def measure_snapshot(reader: DeviceMemoryReader, clock: Callable[[], float] = time.perf_counter) -> MemorySnapshot:
     """Read the device once through `reader` and return the snapshot."""
     torch_peak = reader.peak_allocated()
+    torch_allocated = reader.allocated()
     free, total = reader.mem_get_info()
     return MemorySnapshot(
         device=reader.device,
@@ -100,4 +115,5 @@ def measure_snapshot(reader: DeviceMemoryReader, clock: Callable[[], float] = ti
         total_memory=total,
         torch_memory=reader.reserved(),
         timestamp=clock(),
+        torch_allocated=torch_allocated,
     )

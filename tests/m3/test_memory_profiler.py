@@ -36,10 +36,23 @@ def test_result_follows_vllms_accounting() -> None:
     assert result.before_create is baseline
     assert result.torch_peak_increase == 3 * GiB
     assert result.non_torch_increase == 768 * MiB  # since the start-up baseline, not since before_profile
-    assert result.non_kv_cache_memory == 2 * GiB + 3 * GiB + 768 * MiB
+    # vLLM 0.33.0: the drop in free memory since start-up (weights + everything outside torch) plus the peak's
+    # part no longer allocated (the activations)
+    assert result.total_consumed == 2 * GiB + 768 * MiB
+    assert result.transient_peak_headroom == 3 * GiB
+    assert result.non_kv_cache_memory == 2 * GiB + 768 * MiB + 3 * GiB
     assert result.profile_time == pytest.approx(clock.step)
     assert str(result) == ("Memory profiling takes 0.50 seconds. Total non KV cache memory: 5.75GiB; torch peak "
-                           "memory increase: 3.0GiB; non-torch forward increase memory: 0.75GiB; weights memory: 2.0GiB.")
+                           "memory increase: 3.0GiB; total consumed (from mem_get_info): 2.75GiB; weights memory: "
+                           "2.0GiB.")
+
+
+def test_weights_memory_is_recorded_not_counted() -> None:
+    device, baseline, clock = loaded_device()
+    with memory_profiling(baseline, weights_memory=7 * GiB, reader=device, clock=clock) as profiling:
+        profile_workload(device)
+    assert profiling.result.weights_memory == 7 * GiB
+    assert profiling.result.non_kv_cache_memory == 2 * GiB + 768 * MiB + 3 * GiB
 
 
 def test_entry_and_exit_run_in_vllms_order(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-vllm = pytest.importorskip("vllm", reason="vLLM is not installed (bash ci/install-upstream.sh)")
+from tests.upstream import pinned  # noqa: F401  (skips this module unless the pinned vLLM is installed)
 
 import upstream  # noqa: E402
 
 pytestmark = pytest.mark.upstream
-
-if upstream.installed_version() != upstream.PINNED_VERSION:  # pragma: no cover - another release installed
-    pytest.skip(f"vLLM {upstream.installed_version()} is installed, the pin is {upstream.PINNED_VERSION}",
-                allow_module_level=True)
 
 from upstream import kv_fit, kv_quant, kv_specs, memory, parallel, sizes  # noqa: E402
 

@@ -2,7 +2,8 @@
 
 A case input is either `{fixture: NAME, ...overrides}` naming gates/rows/road_v1_mem/fixtures/snapshots/NAME.yaml, or the same
 fields inline: device, gpu_memory_utilization, weights_memory, snapshots {before_create, before_profile,
-after_profile}, and for the block gates kv {num_layers, block_size, num_kv_heads, head_size, dtype},
+after_profile} (each {torch_peak, free_memory, total_memory, torch_memory, timestamp}, optionally
+torch_allocated), and for the block gates kv {num_layers, block_size, num_kv_heads, head_size, dtype},
 kv_cache_memory_bytes and profiled (false: no profile exists).
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from impl.worker.memory_snapshot import MemorySnapshot
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "snapshots"
 PHASES = ("before_create", "before_profile", "after_profile")
 SNAPSHOT_FIELDS = ("torch_peak", "free_memory", "total_memory", "torch_memory", "timestamp")
+OPTIONAL_SNAPSHOT_FIELDS = ("torch_allocated",)  # absent: min(torch_peak, torch_memory), as impl's MemorySnapshot
 KV_FIELDS = ("num_layers", "block_size", "num_kv_heads", "head_size", "dtype")
 _REQUIRED = {"device", "gpu_memory_utilization", "weights_memory", "snapshots"}
 _OPTIONAL = {"kv", "kv_cache_memory_bytes", "profiled", "source", "logged"}
@@ -59,9 +61,10 @@ def resolve_input(data: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(snapshots, Mapping) or set(snapshots) != set(PHASES):
         raise ValueError(f"profile case input: snapshots must have exactly {list(PHASES)}, got {snapshots!r}")
     for phase in PHASES:
-        if not isinstance(snapshots[phase], Mapping) or set(snapshots[phase]) != set(SNAPSHOT_FIELDS):
+        keys = set(snapshots[phase]) if isinstance(snapshots[phase], Mapping) else None
+        if keys is None or not set(SNAPSHOT_FIELDS) <= keys <= set(SNAPSHOT_FIELDS + OPTIONAL_SNAPSHOT_FIELDS):
             raise ValueError(f"profile case input: snapshots.{phase} must have exactly {list(SNAPSHOT_FIELDS)}, "
-                             f"got {snapshots[phase]!r}")
+                             f"optionally {list(OPTIONAL_SNAPSHOT_FIELDS)}, got {snapshots[phase]!r}")
     if "kv" in fields and (not isinstance(fields["kv"], Mapping) or set(fields["kv"]) != set(KV_FIELDS)):
         raise ValueError(f"profile case input: kv must have exactly {list(KV_FIELDS)}, got {fields['kv']!r}")
     return fields
@@ -122,3 +125,8 @@ def blocks_oracle_call(data: Mapping[str, Any]) -> Call:
     budget = budget_oracle_call(data).kwargs
     return Call(kwargs={**budget, **fields["kv"], "kv_cache_memory_bytes": fields.get("kv_cache_memory_bytes", 0),
                         "profiled": fields.get("profiled", True)})
+
+
+def upstream_case_call(data: Mapping[str, Any]) -> Call:
+    """oracle side of upstream-profile-kv-budget: the resolved case, fixture loaded (upstream/gates_fit.py)."""
+    return Call(kwargs={"case": resolve_input(data)})

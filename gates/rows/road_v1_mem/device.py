@@ -2,7 +2,9 @@
 
 The run: memory held by "another process" before start-up; the start-up snapshot; buffers outside torch (as a
 communicator's) after it; the decoder loaded and profiled at max_num_batched_tokens; the pool resolved and
-allocated; a second run with the pool in place. The checks read torch.cuda directly, not through impl.
+allocated; a second run with the pool in place. The checks read torch.cuda directly, not through impl. The
+footprint is counted as vLLM 0.33.0's profile counts (vllm/utils/mem_utils.py): device memory in use above the
+start-up reading (mem_get_info, so torch's cached segments count) plus the run's transient peak allocation.
 """
 from __future__ import annotations
 
@@ -56,11 +58,6 @@ def memory_outside_torch(num_bytes: int) -> Iterator[None]:
         lib.cuMemFree_v2(pointer)
 
 
-def _non_torch_bytes(device: torch.device) -> int:
-    free, total = torch.cuda.mem_get_info(device)
-    return (total - free) - torch.cuda.memory_reserved(device)
-
-
 def report_figures(line: str) -> None:
     """Print the figures of a device run, and append them to $GATES_M3_DEVICE_LOG when set (ci/gpu.sh keeps it)."""
     print(line)
@@ -88,7 +85,7 @@ def run_device_check(budget_fn: BudgetFn, geometry: Mapping[str, Any], kv: Mappi
         baseline = measure_snapshot(reader)
         free, total = torch.cuda.mem_get_info(device)
         requested = math.ceil(total * gpu_memory_utilization)
-        allocated_at_start, non_torch_at_start = torch.cuda.memory_allocated(device), _non_torch_bytes(device)
+        allocated_at_start = torch.cuda.memory_allocated(device)
         with memory_outside_torch(non_torch_bytes):
             model = build_profile_decoder(decoder_geometry, device)
             weights = torch.cuda.memory_allocated(device) - allocated_at_start
@@ -99,15 +96,20 @@ def run_device_check(budget_fn: BudgetFn, geometry: Mapping[str, Any], kv: Mappi
             num_blocks = resolve_num_blocks(params, probe, budget_fn(result, gpu_memory_utilization))
             per_block = kv_bytes_per_block(probe)
             pool = torch.empty(num_blocks * per_block, dtype=torch.uint8, device=device)
+            # vLLM 0.33.0's accounting: memory in use above the start-up reading (free memory, the pool in place),
+            # plus the second run's transient peak above what was allocated before it.
+            free_with_pool = torch.cuda.mem_get_info(device)[0]
+            allocated_before_run = torch.cuda.memory_allocated(device)
             torch.cuda.reset_peak_memory_stats(device)
             profile_run(model, max_num_batched_tokens, max_num_seqs)
-            footprint = (torch.cuda.max_memory_allocated(device) - allocated_at_start
-                         + _non_torch_bytes(device) - non_torch_at_start)
+            transient = torch.cuda.max_memory_allocated(device) - allocated_before_run
+            footprint = (free - free_with_pool) + transient
             del pool, model
     gc.collect()
     torch.cuda.empty_cache()
     report(f"{getattr(budget_fn, '__name__', budget_fn)} on {device}: total {total}, free at start {free}, requested {requested}, weights {weights}, "
            f"activation peak {result.torch_peak_increase}, non-torch growth {result.non_torch_increase}, "
+           f"consumed {result.total_consumed}, transient headroom {result.transient_peak_headroom}, "
            f"{num_blocks} blocks x {per_block} bytes, footprint {footprint}, headroom {requested - footprint}, "
            f"profile {result.profile_time:.3f} s")
     return {"pool_within_budget": bool(footprint <= requested),  # plain bools whatever the readings' number types

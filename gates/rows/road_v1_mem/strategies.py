@@ -49,8 +49,8 @@ def attention_specs(draw: st.DrawFn, kinds: tuple[str, ...] = ("full", "mla", "s
             "dtype": draw(st.sampled_from(_MODE_DTYPES[mode]))}
     if mode != "NONE":
         spec["kv_quant_mode"] = mode
-    if kind == "full" and draw(st.booleans()):
-        spec["head_size_v"] = draw(width)
+    if kind == "full" and draw(st.booleans()):  # NVFP4's K and V have one width (layouts must build)
+        spec["head_size_v"] = spec["head_size"] if mode == "NVFP4" else draw(width)
     if kind == "full" and draw(st.integers(0, 3)) == 0:
         spec[draw(st.sampled_from(["sliding_window", "attention_chunk_size"]))] = draw(st.integers(1, 8192))
     if kind == "sliding_window":
@@ -76,6 +76,59 @@ def mamba_specs(draw: st.DrawFn) -> dict[str, Any]:
 def single_specs() -> st.SearchStrategy[dict[str, Any]]:
     """Case inputs ``{spec: SPEC}`` for the page-size gate."""
     return st.one_of(attention_specs(), mamba_specs()).map(lambda spec: {"spec": spec})
+
+
+@st.composite
+def _padded_anywhere(draw: st.DrawFn, spec: dict[str, Any]) -> dict[str, Any]:
+    """A padded page drawn at, below or above the real page, one spec in four (below it: refused by both)."""
+    if draw(st.integers(0, 3)) == 0:
+        bound = _padding_bound(spec) if spec["kind"] != "mamba" else \
+            sum(_ITEMSIZE[d] * math.prod(s) for s, d in zip(spec["shapes"], spec["dtypes"]))
+        spec["page_size_padded"] = draw(st.integers(1, bound + 4096))
+    return spec
+
+
+def upstream_single_specs() -> st.SearchStrategy[dict[str, Any]]:
+    """Case inputs ``{spec: SPEC}`` for upstream-kv-page-size: every kind and laid-out mode, padded pages above and
+    below the real one, NVFP4 with unequal widths now and then (both refuse); never a declared deviation's SPEC
+    (spec/deviations.yaml kv-spec-*: no quantized 2-byte dtype, no NVFP4 outside full attention or off 16, no MLA
+    head_size_v, no fp8_ds_mla but 576/1 head/uint8, no bool or below-minimum field)."""
+    specs = st.one_of(attention_specs(), mamba_specs()).flatmap(_nvfp4_widths_apart).flatmap(_padded_anywhere)
+    return specs.map(lambda spec: {"spec": spec})
+
+
+@st.composite
+def _nvfp4_widths_apart(draw: st.DrawFn, spec: dict[str, Any]) -> dict[str, Any]:
+    """An NVFP4 spec's V width moved off K's, one time in three (both refuse it)."""
+    if spec.get("kv_quant_mode") == "NVFP4" and draw(st.integers(0, 2)) == 0:
+        spec["head_size_v"] = 16 * draw(st.integers(1, 16).filter(lambda w: 16 * w != spec["head_size"]))
+    return spec
+
+
+@st.composite
+def _mamba_usage_specs(draw: st.DrawFn) -> dict[str, Any]:
+    spec = draw(mamba_specs())
+    mode = draw(st.sampled_from(["none", "align", "align", None]))
+    if mode is not None:
+        spec["mamba_cache_mode"] = mode
+    if draw(st.booleans()):
+        spec["num_speculative_blocks"] = draw(st.integers(0, 4))
+    if draw(st.booleans()):
+        spec["num_prefill_checkpoint_blocks"] = draw(st.integers(0, 3))
+    return spec
+
+
+@st.composite
+def max_usage_inputs(draw: st.DrawFn) -> dict[str, Any]:
+    """Inputs ``{spec, max_model_len, max_num_batched_tokens?}`` for upstream-kv-max-memory-usage: attention specs of
+    every kind, Mamba specs in cache modes none and align with speculative and prefill-checkpoint states; lengths
+    up to 2^20 tokens and batches below, at and above the window or chunk."""
+    spec = draw(st.one_of(attention_specs(), _mamba_usage_specs()))
+    data: dict[str, Any] = {"spec": spec, "max_model_len": draw(st.one_of(st.integers(1, 4096),
+                                                                         st.integers(1, 2**20)))}
+    if draw(st.booleans()):
+        data["max_num_batched_tokens"] = draw(st.one_of(st.integers(1, 8192), st.sampled_from([1, 16, 2048])))
+    return data
 
 
 @st.composite

@@ -1,7 +1,8 @@
 """Hypothesis strategies of case inputs for the ROAD-V1-MEM M3 gates (plain data, as gates/inputs/profile*.py read).
 
-Snapshots are drawn as one device's story: a baseline, the weights loaded, a profile run; the utilization and
-the sizes spread the outcomes over a budget, a start-up refusal and an empty budget.
+Snapshots are drawn as one device's story: a baseline, the weights loaded, a profile run (with or without the
+torch_allocated reading vLLM 0.33.0 takes); the utilization and the sizes spread the outcomes over a budget, a
+start-up refusal, free memory that grew during the profile and an empty budget.
 """
 from __future__ import annotations
 
@@ -39,10 +40,13 @@ def _device_story(draw: st.DrawFn) -> dict[str, Any]:
     loaded = start + draw(st.floats(min_value=0, max_value=600, allow_nan=False))
     times = [start, loaded, loaded + draw(st.floats(min_value=0, max_value=600, allow_nan=False))]
     snapshots = {}
+    record_allocated = draw(st.booleans())  # vLLM 0.33.0 reads it; recorded logs often lack it
     for i, phase in enumerate(("before_create", "before_profile", "after_profile")):
         free = total - reserved[i] - non_torch[i]
         snapshots[phase] = {"torch_peak": peaks[i], "free_memory": free, "total_memory": total,
                             "torch_memory": reserved[i], "timestamp": times[i]}
+        if record_allocated:  # allocated never exceeds the peak, and (native allocator) the reservation
+            snapshots[phase]["torch_allocated"] = draw(st.integers(min_value=0, max_value=min(peaks[i], reserved[i])))
     return {"device": "cuda:0", "gpu_memory_utilization": draw(UTILIZATIONS), "weights_memory": weights,
             "snapshots": snapshots}
 
@@ -71,3 +75,24 @@ def fit_inputs() -> st.SearchStrategy[dict[str, Any]]:
     return st.builds(lambda kv, available, length: {**kv, "available_memory": available, "max_model_len": length},
                      kv_geometry(), st.integers(min_value=-(1 << 30), max_value=1 << 40),
                      st.integers(min_value=1, max_value=1 << 21))
+
+
+_ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1}
+
+
+@st.composite
+def _boundary_fit_input(draw: st.DrawFn) -> dict[str, Any]:
+    """A fit input whose budget sits a few bytes from a boundary of vLLM 0.33.0's check: one pool block (the null
+    block) alone, or the null block plus one max_model_len request (MEM-3.6)."""
+    kv = draw(kv_geometry())
+    length = draw(st.integers(min_value=1, max_value=1 << 16))
+    page = 2 * kv["block_size"] * kv["num_kv_heads"] * kv["head_size"] * _ELEMENT_BYTES[kv["dtype"]]
+    pool_block = kv["num_layers"] * page
+    need = -(-length // kv["block_size"]) * pool_block
+    edge = draw(st.sampled_from([pool_block, pool_block + need]))
+    return {**kv, "available_memory": edge + draw(st.integers(min_value=-2, max_value=2)), "max_model_len": length}
+
+
+def fit_inputs_near_the_boundary() -> st.SearchStrategy[dict[str, Any]]:
+    """Inputs of the fit check: half anywhere (fit_inputs), half within two bytes of a null-block boundary."""
+    return st.one_of(fit_inputs(), _boundary_fit_input())

@@ -25,6 +25,12 @@ def page_size_bytes(spec: Mapping[str, Any]) -> int:
     return impl_spec(spec).page_size_bytes
 
 
+def max_memory_usage_bytes(spec: Mapping[str, Any], max_model_len: int, max_num_batched_tokens: int | None = None
+                           ) -> int:
+    """Construct the spec and read the most bytes one request of ``max_model_len`` tokens holds in it (MEM-2.9)."""
+    return impl_spec(spec).max_memory_usage_bytes(max_model_len, max_num_batched_tokens)
+
+
 def params_view(params: EngineParams) -> dict[str, Any]:
     """The sizing fields of ``EngineParams`` and whether the utilization was chosen."""
     return {"block_size": params.block_size, "num_blocks": params.num_blocks,

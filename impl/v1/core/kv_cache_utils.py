@@ -1,22 +1,25 @@
-"""The KV-cache fit check and the maximum-model-length estimate, with vLLM's messages (MEM-3.4, MEM-3.6, MEM-3.7).
+"""The KV-cache fit check and the maximum-model-length estimate, with vLLM 0.33.0's messages (MEM-3.4, MEM-3.6, MEM-3.7).
 
 Mirrors `_check_enough_kv_cache_memory`, `check_enough_kv_cache_memory`, `max_memory_usage_bytes` and
-`estimate_max_model_len` of vllm/v1/core/kv_cache_utils.py (the per-layer sum; for uniform models it equals
-the group-aware one).
+`estimate_max_model_len` of vllm/v1/core/kv_cache_planning.py (0.33.0; the per-layer sum of the need). The check
+first holds back one pool block, the null block BlockPool keeps (`_pool_bytes_per_block`); the estimate does not.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Protocol
 
+from impl.v1.core.kv_pool_groups import kv_cache_groups
 from impl.v1.field_checks import check_int, check_optional_int
+from impl.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec
 from impl.worker.memory_snapshot import format_gib
 
 CONSERVING_MEMORY_DOCS = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 
 NO_AVAILABLE_MEMORY_MESSAGE = (
     "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
-    f"the engine. See {CONSERVING_MEMORY_DOCS} for more details."
+    "the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). "
+    f"See {CONSERVING_MEMORY_DOCS} for more details."
 )
 
 
@@ -25,6 +28,10 @@ class LayerKVSpec(Protocol):
 
     def max_memory_usage_bytes(self, max_model_len: int, max_num_batched_tokens: int | None = None) -> int:
         """Bytes the layer needs to hold one request of `max_model_len` tokens."""
+
+    @property
+    def page_size_bytes(self) -> int:
+        """Bytes of one block of the layer (the null block's share)."""
 
 
 def _check_inputs(kv_cache_spec: object, available_memory: object, max_model_len: object,
@@ -69,24 +76,44 @@ def estimate_max_model_len(kv_cache_spec: Mapping[str, LayerKVSpec], available_m
     return low
 
 
+def null_block_bytes(kv_cache_spec: Mapping[str, LayerKVSpec]) -> int:
+    """Bytes of the pool block vLLM 0.33.0 keeps as the null block (MEM-3.6): one block of the largest KV cache
+    group, its layers' pages side by side (`_pool_bytes_per_block`, vllm/v1/core/kv_cache_planning.py).
+
+    Layers of one spec are one group; mixed specs are grouped as impl.v1.core.kv_pool_groups models vLLM's
+    grouping (TypeError where that model does not reach).
+    """
+    specs = list(kv_cache_spec.values())
+    if all(spec == specs[0] for spec in specs):
+        return sum(spec.page_size_bytes for spec in specs)
+    buckets: dict[object, list[str]] = {}
+    for name, spec in kv_cache_spec.items():
+        buckets.setdefault(spec, []).append(name)
+    config = KVCacheConfig(num_blocks=0, kv_cache_tensors=(),
+                           kv_cache_groups=tuple(KVCacheGroupSpec(tuple(names), spec) for spec, names in buckets.items()))
+    return max(spec.page_size_bytes * len(names) for spec, names in kv_cache_groups(config))
+
+
 def check_enough_kv_cache_memory(kv_cache_spec: Mapping[str, LayerKVSpec], available_memory: int, max_model_len: int,
                                  max_num_batched_tokens: int | None = None) -> None:
-    """Refuse, with vLLM's message, a KV budget that cannot hold one request of `max_model_len` tokens."""
+    """Refuse, with vLLM 0.33.0's messages, a KV budget that cannot hold the null block and one request of
+    `max_model_len` tokens; the message reports the budget less the null block, and the estimate is made on it."""
     _check_inputs(kv_cache_spec, available_memory, max_model_len, max_num_batched_tokens)
     if not kv_cache_spec:
         return  # an attention-free model keeps no KV cache
-    if available_memory <= 0:
+    usable_memory = available_memory - null_block_bytes(kv_cache_spec)
+    if usable_memory <= 0:
         raise ValueError(NO_AVAILABLE_MEMORY_MESSAGE)
     needed_memory = max_memory_usage_bytes(kv_cache_spec, max_model_len, max_num_batched_tokens)
-    if needed_memory <= available_memory:
+    if needed_memory <= usable_memory:
         return
-    estimated = estimate_max_model_len(kv_cache_spec, available_memory, max_model_len, max_num_batched_tokens)
+    estimated = estimate_max_model_len(kv_cache_spec, usable_memory, max_model_len, max_num_batched_tokens)
     estimate_sentence = (f"Based on the available memory, the estimated maximum model length is {estimated}. "
                          if estimated > 0 else "")
-    # "models's" is upstream's own spelling; the message is kept as vLLM prints it.
     raise ValueError(
-        f"To serve at least one request with the models's max seq len ({max_model_len}), "
+        f"To serve at least one request with the model's max seq len ({max_model_len}), "
         f"({format_gib(needed_memory)} GiB KV cache is needed, which is larger than the available KV cache memory "
-        f"({format_gib(available_memory)} GiB). {estimate_sentence}Try increasing `gpu_memory_utilization` or "
-        f"decreasing `max_model_len` when initializing the engine. See {CONSERVING_MEMORY_DOCS} for more details."
+        f"({format_gib(usable_memory)} GiB). {estimate_sentence}Try increasing `gpu_memory_utilization` (which also "
+        f"controls CPU memory on the CPU backend) or decreasing `max_model_len` when initializing the engine. "
+        f"See {CONSERVING_MEMORY_DOCS} for more details."
     )

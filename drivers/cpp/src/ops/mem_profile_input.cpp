@@ -21,6 +21,7 @@ const char* kSnapshotFixtures = "gates/rows/road_v1_mem/fixtures/snapshots/";
 const std::vector<std::string> kPhases = {"before_create", "before_profile", "after_profile"};
 const std::vector<std::string> kSnapshotFields = {"torch_peak", "free_memory", "total_memory", "torch_memory",
                                                   "timestamp"};
+const std::vector<std::string> kOptionalSnapshotFields = {"torch_allocated"};  // absent: min(torch_peak, torch_memory)
 const std::vector<std::string> kKvFields = {"num_layers", "block_size", "num_kv_heads", "head_size", "dtype"};
 
 std::vector<std::string> Keys(const Value& mapping) {
@@ -83,6 +84,9 @@ vllm::worker::MemorySnapshot Snapshot(const Value& device, const Value& fields) 
   snapshot.free_memory = ReadInt("MemorySnapshot", "free_memory", fields["free_memory"], 0);
   snapshot.total_memory = ReadInt("MemorySnapshot", "total_memory", fields["total_memory"], 0);
   snapshot.torch_memory = ReadInt("MemorySnapshot", "torch_memory", fields["torch_memory"], 0);
+  if (fields.contains("torch_allocated")) {
+    snapshot.torch_allocated = ReadInt("MemorySnapshot", "torch_allocated", fields["torch_allocated"], 0);
+  }
   const Value& timestamp = fields["timestamp"];
   if (timestamp.is_boolean() || !timestamp.is_number()) {
     Refuse("MemorySnapshot.timestamp must be a finite number of seconds, got " + PyJsonRepr(timestamp));
@@ -120,9 +124,15 @@ Value ResolveProfileInput(const Value& data) {
     Refuse("profile case input: snapshots must have exactly " + PyList(kPhases) + ", got " + PyJsonRepr(snapshots));
   }
   for (const std::string& phase : kPhases) {
-    if (!SameKeys(snapshots[phase], kSnapshotFields)) {
-      Refuse("profile case input: snapshots." + phase + " must have exactly " + PyList(kSnapshotFields) + ", got " +
-             PyJsonRepr(snapshots[phase]));
+    const Value& snapshot = snapshots[phase];
+    bool known = snapshot.is_object();
+    size_t optional_present = 0;
+    for (const std::string& key : kOptionalSnapshotFields) optional_present += known && snapshot.contains(key);
+    if (!known || snapshot.size() != kSnapshotFields.size() + optional_present ||
+        !std::all_of(kSnapshotFields.begin(), kSnapshotFields.end(),
+                     [&](const std::string& key) { return snapshot.contains(key); })) {
+      Refuse("profile case input: snapshots." + phase + " must have exactly " + PyList(kSnapshotFields) +
+             ", optionally " + PyList(kOptionalSnapshotFields) + ", got " + PyJsonRepr(snapshot));
     }
   }
   if (fields.contains("kv") && !SameKeys(fields["kv"], kKvFields)) {

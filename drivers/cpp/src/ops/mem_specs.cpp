@@ -30,7 +30,8 @@ const ClassFields& FieldsOf(const std::string& kind) {
   static const ClassFields chunked{{"block_size"}, {"num_kv_heads", "head_size", "dtype", "attention_chunk_size"},
                                    {"kv_quant_mode", "page_size_padded"}};
   static const ClassFields mamba{{"block_size"}, {"shapes", "dtypes"},
-                                 {"page_size_padded", "mamba_type", "mamba_cache_mode", "num_speculative_blocks"}};
+                                 {"page_size_padded", "mamba_type", "mamba_cache_mode", "num_speculative_blocks",
+                                  "num_prefill_checkpoint_blocks"}};
   if (kind == "full") return full;
   if (kind == "mla") return mla;
   if (kind == "sliding_window") return sliding;
@@ -91,7 +92,8 @@ std::string MambaRepr(const MambaSpec& spec) {
   return "MambaSpec(block_size=" + std::to_string(spec.block_size) + ", shapes=" + shapes + ", dtypes=" + dtypes +
          ", page_size_padded=" + (spec.page_size_padded ? std::to_string(*spec.page_size_padded) : "None") +
          ", mamba_type=" + PyStrRepr(spec.mamba_type) + ", mamba_cache_mode=" + PyStrRepr(spec.mamba_cache_mode) +
-         ", num_speculative_blocks=" + std::to_string(spec.num_speculative_blocks) + ")";
+         ", num_speculative_blocks=" + std::to_string(spec.num_speculative_blocks) +
+         ", num_prefill_checkpoint_blocks=" + std::to_string(spec.num_prefill_checkpoint_blocks) + ")";
 }
 
 }  // namespace
@@ -167,7 +169,7 @@ std::shared_ptr<KVCacheSpec> ImplSpec(const Value& data) {
     std::string cache_mode = "none";
     if (const Value* m = Member(data, "mamba_cache_mode")) {
       if (!m->is_string()) {
-        Refuse(owner + ".mamba_cache_mode must be one of ['none', 'all', 'align'], got " + PyJsonRepr(*m));
+        Refuse(owner + ".mamba_cache_mode must be one of ['none', 'align'], got " + PyJsonRepr(*m));
       }
       cache_mode = m->get<std::string>();
     }
@@ -175,7 +177,11 @@ std::shared_ptr<KVCacheSpec> ImplSpec(const Value& data) {
     if (const Value* s = Member(data, "num_speculative_blocks")) {
       speculative = ReadInt(owner, "num_speculative_blocks", *s, 0);
     }
-    return MakeSpec<MambaSpec>(block_size, shapes, dtypes, padded, cache_mode, speculative, mamba_type);
+    int64_t checkpoints = 0;
+    if (const Value* c = Member(data, "num_prefill_checkpoint_blocks")) {
+      checkpoints = ReadInt(owner, "num_prefill_checkpoint_blocks", *c, 0);
+    }
+    return MakeSpec<MambaSpec>(block_size, shapes, dtypes, padded, cache_mode, speculative, mamba_type, checkpoints);
   }
 
   const int64_t num_kv_heads = ReadInt(owner, "num_kv_heads", data["num_kv_heads"], 1);
@@ -191,7 +197,9 @@ std::shared_ptr<KVCacheSpec> ImplSpec(const Value& data) {
     const int64_t chunk = ReadInt(owner, "attention_chunk_size", data["attention_chunk_size"], 1);
     return MakeSpec<ChunkedLocalAttentionSpec>(block_size, num_kv_heads, head_size, dtype, chunk, mode, padded);
   }
-  const std::optional<int64_t> head_size_v = ReadOptionalInt(owner, "head_size_v", Get(data, "head_size_v"), 1);
+  // MLA's head_size_v defaults to 0 and is checked by the spec (only 0 is accepted); full attention's is >= 1.
+  const std::optional<int64_t> head_size_v =
+      ReadOptionalInt(owner, "head_size_v", Get(data, "head_size_v"), kind == "mla" ? 0 : 1);
   const std::optional<int64_t> window = ReadOptionalInt(owner, "sliding_window", Get(data, "sliding_window"), 1);
   const std::optional<int64_t> chunk =
       ReadOptionalInt(owner, "attention_chunk_size", Get(data, "attention_chunk_size"), 1);

@@ -22,7 +22,7 @@ from ..build import impl_spec
 
 def _mla_doubled(spec: Any) -> int:
     if isinstance(spec, MLAAttentionSpec) and spec.cache_dtype_str != FP8_DS_MLA and spec.page_size_padded is None:
-        return 2 * spec.real_page_size_bytes + spec.scale_bytes_per_page
+        return 2 * spec.data_page_size_bytes + spec.scale_bytes_per_page
     return spec.page_size_bytes
 
 
@@ -92,7 +92,7 @@ def page_scales_dropped(spec: Mapping[str, Any]) -> int:
     """Per-token-head scales left out of the page."""
     built = impl_spec(spec)
     if isinstance(built, AttentionSpec) and built.page_size_padded is None:
-        return built.real_page_size_bytes
+        return built.data_page_size_bytes
     return built.page_size_bytes
 
 

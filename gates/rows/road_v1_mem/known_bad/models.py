@@ -16,7 +16,8 @@ def kv_heads_not_replicated(model: str | Mapping[str, Any], tensor_parallel_size
 
 def head_dim_ignored(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
                      kv_cache_dtype: str = "auto") -> int:
-    """Head size always hidden_size / num_attention_heads (wrong for Gemma-2: 224, not 256)."""
+    """head_dim dropped from the config: the head size falls back to the model type's default or hidden_size /
+    num_attention_heads (wrong wherever head_dim is neither, e.g. a Llama config with head_dim 256 over 128)."""
     cfg = {k: v for k, v in model_config(model).items() if k != "head_dim"}
     return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
 

@@ -14,10 +14,13 @@
 //
 // Page sizes (bytes of one page of block_size tokens):
 //   AttentionSpec (sliding window, chunked local) = 2 * block_size * num_kv_heads * head_size * itemsize
-//   FullAttentionSpec  = block_size * num_kv_heads * (K width + V width) * itemsize   (NVFP4: packed widths)
-//   MLAAttentionSpec   = block_size * num_kv_heads * head_size * itemsize  -- one latent, NO K+V factor 2;
+//   FullAttentionSpec  = block_size * num_kv_heads * (K width + V width) * itemsize   (NVFP4: packed widths, K and
+//                        V equal, as vLLM 0.33.0's FlashInfer layout)
+//   MLAAttentionSpec   = block_size * num_kv_heads * head_size * itemsize  -- one latent, NO K+V factor 2, and
+//                        head_size_v 0 (vLLM 0.33.0's default; any other width is refused);
 //                        fp8_ds_mla: block_size * 656
-//   + per-token-head modes: 2 * block_size * num_kv_heads * 4 bytes of fp32 scales
+//   + per-token-head modes: 2 * block_size * num_kv_heads * 4 bytes of fp32 scales, part of the real page
+//     (vLLM 0.33.0's real_page_size_bytes once the backend packs them inline)
 //   MambaSpec          = sum over state tensors of prod(shape) * itemsize
 //   page_size_bytes    = page_size_padded when set (never below the real page), else the real page.
 #pragma once
@@ -138,12 +141,14 @@ struct AttentionSpec : KVCacheSpec {
   std::optional<int64_t> page_size_padded;
 
   int64_t page_size_bytes() const override;
-  // K and V of block_size tokens, unpadded and without scales.
-  virtual int64_t real_page_size_bytes() const;
+  // K and V values of block_size tokens, without scales.
+  virtual int64_t data_page_size_bytes() const;
   // fp32 K and V scales per token and head (per-token-head modes), else 0.
   int64_t scale_bytes_per_page() const;
-  // The real page plus its scales: the floor for page_size_padded.
-  int64_t unpadded_page_size_bytes() const;
+  // The unpadded page, scales included (vLLM's real_page_size_bytes): the floor for page_size_padded.
+  int64_t real_page_size_bytes() const;
+  // The same size under vLLM's other name.
+  int64_t unpadded_page_size_bytes() const { return real_page_size_bytes(); }
 
  protected:
   void check_fields() const override;
@@ -168,7 +173,7 @@ struct FullAttentionSpec : AttentionSpec {
   std::optional<int64_t> sliding_window;
   std::optional<int64_t> attention_chunk_size;
 
-  int64_t real_page_size_bytes() const override;
+  int64_t data_page_size_bytes() const override;
   int64_t max_memory_usage_bytes(int64_t max_model_len,
                                  std::optional<int64_t> max_num_batched_tokens = std::nullopt) const override;
   KVCacheSpecKind kind() const override { return KVCacheSpecKind::kFullAttention; }
@@ -176,27 +181,31 @@ struct FullAttentionSpec : AttentionSpec {
 
  protected:
   void check_fields() const override;
+  // head_size_v >= 1 (MLA: exactly 0).
+  virtual void check_head_size_v() const;
 };
 
 // Multi-head latent attention: one compressed latent per token (head_size = kv_lora_rank + qk_rope_head_dim),
-// no separate V. cache_dtype_str "fp8_ds_mla" is DeepSeek's fixed 656-byte entry. (Upstream: MLAAttentionSpec.)
+// no separate V (head_size_v 0). cache_dtype_str "fp8_ds_mla" is DeepSeek's fixed 656-byte entry.
+// (Upstream: MLAAttentionSpec.)
 struct MLAAttentionSpec : FullAttentionSpec {
   MLAAttentionSpec(int64_t block_size, int64_t head_size, DType dtype, int64_t num_kv_heads = 1,
                    KVQuantMode kv_quant_mode = KVQuantMode::kNone,
                    std::optional<int64_t> page_size_padded = std::nullopt,
                    std::optional<std::string> cache_dtype_str = std::nullopt)
-      : FullAttentionSpec(block_size, num_kv_heads, head_size, std::move(dtype), /*head_size_v=*/head_size,
+      : FullAttentionSpec(block_size, num_kv_heads, head_size, std::move(dtype), /*head_size_v=*/0,
                           kv_quant_mode, page_size_padded),
         cache_dtype_str(std::move(cache_dtype_str)) {}
 
   std::optional<std::string> cache_dtype_str;
 
-  int64_t real_page_size_bytes() const override;
+  int64_t data_page_size_bytes() const override;
   KVCacheSpecKind kind() const override { return KVCacheSpecKind::kMlaAttention; }
   const char* type_name() const override { return "MLAAttentionSpec"; }
 
  protected:
   void check_fields() const override;
+  void check_head_size_v() const override;
 };
 
 // Attention over the last sliding_window tokens; older pages can be freed. (Upstream: SlidingWindowSpec.)
@@ -242,21 +251,24 @@ struct ChunkedLocalAttentionSpec : AttentionSpec {
 struct MambaSpec : KVCacheSpec {
   MambaSpec(int64_t block_size, std::vector<std::vector<int64_t>> shapes, std::vector<DType> dtypes,
             std::optional<int64_t> page_size_padded = std::nullopt, std::string mamba_cache_mode = "none",
-            int64_t num_speculative_blocks = 0, std::string mamba_type = "mamba2")
+            int64_t num_speculative_blocks = 0, std::string mamba_type = "mamba2",
+            int64_t num_prefill_checkpoint_blocks = 0)
       : KVCacheSpec(block_size),
         shapes(std::move(shapes)),
         dtypes(std::move(dtypes)),
         page_size_padded(page_size_padded),
         mamba_cache_mode(std::move(mamba_cache_mode)),
         num_speculative_blocks(num_speculative_blocks),
-        mamba_type(std::move(mamba_type)) {}
+        mamba_type(std::move(mamba_type)),
+        num_prefill_checkpoint_blocks(num_prefill_checkpoint_blocks) {}
 
   std::vector<std::vector<int64_t>> shapes;
   std::vector<DType> dtypes;
   std::optional<int64_t> page_size_padded;
-  std::string mamba_cache_mode;  // "none", "all" or "align"
+  std::string mamba_cache_mode;  // "none" or "align" (vLLM 0.33.0's MambaCacheMode)
   int64_t num_speculative_blocks;
   std::string mamba_type;
+  int64_t num_prefill_checkpoint_blocks;  // align mode: extra resident states
 
   // Sum over the state tensors of elements * itemsize.
   int64_t real_page_size_bytes() const;

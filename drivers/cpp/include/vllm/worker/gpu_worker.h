@@ -14,7 +14,11 @@
 
 namespace vllm::worker {
 
-// The KV budget: the start-up request (on the baseline snapshot) less the profile's non-KV memory.
+// vLLM 0.33.0's profiling check: free memory after the profile above free memory at start-up is refused (vLLM
+// asserts; the port throws std::invalid_argument with the same text).
+void check_free_memory_did_not_grow(const MemoryProfilingResult& profile);
+
+// The KV budget: the start-up request (on the baseline snapshot) less the profile's non-KV memory, after the check.
 KVCacheBudget determine_available_memory(const MemoryProfilingResult& profile, double gpu_memory_utilization);
 
 using BudgetFn = std::function<KVCacheBudget(const MemoryProfilingResult&, double)>;

@@ -5,7 +5,9 @@
 // job, the arithmetic runs without one.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace vllm::worker {
@@ -24,8 +26,12 @@ struct MemorySnapshot {
   int64_t total_memory = 0;
   int64_t torch_memory = 0;  // torch-reserved memory
   double timestamp = 0.0;    // seconds
+  // torch's current allocation (vLLM 0.33.0 reads it); unset: min(torch_peak, torch_memory), the most the
+  // other readings allow.
+  std::optional<int64_t> torch_allocated;
 
   void Validate() const;
+  int64_t allocated() const { return torch_allocated.value_or(std::min(torch_peak, torch_memory)); }
   // Device memory in use by anyone: total - free.
   int64_t cuda_memory() const { return total_memory - free_memory; }
   // Device memory in use that torch's allocator did not reserve.
@@ -36,6 +42,7 @@ struct MemorySnapshot {
 struct MemoryDelta {
   std::string device;
   int64_t torch_peak = 0;
+  int64_t torch_allocated = 0;
   int64_t free_memory = 0;
   int64_t cuda_memory = 0;
   int64_t torch_memory = 0;

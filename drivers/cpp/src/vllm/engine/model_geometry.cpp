@@ -104,6 +104,10 @@ bool IsMla(const Json& cfg) { return JsonGet(cfg, "kv_lora_rank") != nullptr; }
 int64_t HeadSize(const Json& cfg) {
   if (IsMla(cfg)) return Field(cfg, "kv_lora_rank") + Field(cfg, "qk_rope_head_dim");
   if (JsonGet(cfg, "head_dim") != nullptr) return Field(cfg, "head_dim");
+  // The transformers config class's default head_dim, which vLLM 0.33.0 reads (MEM-2.10).
+  const std::string model_type = ModelType(cfg);
+  if (model_type == "gemma2" || model_type == "gemma3_text" || model_type == "qwen3_next") return 256;
+  if (model_type == "qwen3") return 128;
   const int64_t hidden = Field(cfg, "hidden_size");
   const int64_t heads = Field(cfg, "num_attention_heads");
   if (hidden % heads) {
@@ -265,7 +269,14 @@ namespace {
 std::pair<DType, KVQuantMode> KVStorage(const ProbeRequest& request, const DType& model) {
   const std::string& name = request.kv_cache_dtype;
   if (name == "auto") return {model, KVQuantMode::kNone};
-  if (Contains(ModelDTypeNames(), name)) return {vllm::v1::DTypeByName(name), KVQuantMode::kNone};
+  if (Contains(ModelDTypeNames(), name)) {
+    // vllm/config/vllm.py _reject_mismatched_float_kv_cache (MEM-2.11)
+    if (name != model.name) {
+      throw std::invalid_argument("kv_cache_dtype=\"" + name + "\" is incompatible with dtype=\"" + model.name +
+                                  "\": a float KV cache dtype must be the model dtype; set --kv-cache-dtype to auto");
+    }
+    return {vllm::v1::DTypeByName(name), KVQuantMode::kNone};
+  }
   const DType one_byte = vllm::v1::DTypeByName(name == "int8_per_token_head" ? "int8" : "uint8");
   return {one_byte, vllm::v1::kv_quant_mode_for(name)};
 }

@@ -8,6 +8,7 @@
 
 #include "vllm/v1/checked_math.h"
 #include "vllm/v1/field_checks.h"
+#include "vllm/v1/str_repr.h"
 
 namespace vllm::v1 {
 
@@ -124,7 +125,7 @@ void AttentionSpec::check_page() const {
   }
 }
 
-int64_t AttentionSpec::real_page_size_bytes() const {
+int64_t AttentionSpec::data_page_size_bytes() const {
   int64_t bytes = CheckedMul(2 * block_size, num_kv_heads, "a KV page");
   bytes = CheckedMul(bytes, head_size, "a KV page");
   return CheckedMul(bytes, dtype.itemsize, "a KV page");
@@ -135,8 +136,8 @@ int64_t AttentionSpec::scale_bytes_per_page() const {
   return CheckedMul(CheckedMul(2 * block_size, num_kv_heads, "KV scales"), kFloat32Bytes, "KV scales");
 }
 
-int64_t AttentionSpec::unpadded_page_size_bytes() const {
-  return CheckedAdd(real_page_size_bytes(), scale_bytes_per_page(), "a KV page");
+int64_t AttentionSpec::real_page_size_bytes() const {
+  return CheckedAdd(data_page_size_bytes(), scale_bytes_per_page(), "a KV page");
 }
 
 int64_t AttentionSpec::page_size_bytes() const {
@@ -147,7 +148,7 @@ int64_t AttentionSpec::page_size_bytes() const {
 void FullAttentionSpec::check_fields() const {
   AttentionSpec::check_fields();
   const std::string owner = type_name();
-  CheckInt(owner, "head_size_v", head_size_v, 1);
+  check_head_size_v();
   CheckOptionalInt(owner, "sliding_window", sliding_window, 1);
   CheckOptionalInt(owner, "attention_chunk_size", attention_chunk_size, 1);
   if (sliding_window.has_value() && attention_chunk_size.has_value()) {
@@ -162,10 +163,16 @@ void FullAttentionSpec::check_fields() const {
         throw std::invalid_argument(owner + "." + name + " must be a multiple of 16 for NVFP4, got " + Str(width));
       }
     }
+    if (head_size_v != head_size) {
+      throw std::invalid_argument(owner + ".head_size_v must equal head_size (" + Str(head_size) +
+                                  ") for NVFP4: K and V are laid out as equal head slots, got " + Str(head_size_v));
+    }
   }
 }
 
-int64_t FullAttentionSpec::real_page_size_bytes() const {
+void FullAttentionSpec::check_head_size_v() const { CheckInt(type_name(), "head_size_v", head_size_v, 1); }
+
+int64_t FullAttentionSpec::data_page_size_bytes() const {
   const int64_t widths = kv_quant_mode == KVQuantMode::kNvfp4
                              ? nvfp4_bytes_per_head(head_size) + nvfp4_bytes_per_head(head_size_v)
                              : CheckedAdd(head_size, head_size_v, "a KV page");
@@ -199,7 +206,16 @@ void MLAAttentionSpec::check_fields() const {
   }
 }
 
-int64_t MLAAttentionSpec::real_page_size_bytes() const {
+void MLAAttentionSpec::check_head_size_v() const {
+  const std::string owner = type_name();
+  CheckInt(owner, "head_size_v", head_size_v, 0);
+  if (head_size_v != 0) {
+    throw std::invalid_argument(owner + ".head_size_v must be 0 (an MLA cache holds one latent, no separate V), got " +
+                                Str(head_size_v));
+  }
+}
+
+int64_t MLAAttentionSpec::data_page_size_bytes() const {
   if (cache_dtype_str.has_value() && *cache_dtype_str == kFp8DsMla) {
     return CheckedMul(block_size, kFp8DsMlaBytesPerToken, "an MLA page");
   }
@@ -264,11 +280,12 @@ void MambaSpec::check_fields() const {
     }
   }
   CheckOptionalInt(owner, "page_size_padded", page_size_padded, 1);
-  if (mamba_cache_mode != "none" && mamba_cache_mode != "all" && mamba_cache_mode != "align") {
-    throw std::invalid_argument(owner + ".mamba_cache_mode must be one of ['none', 'all', 'align'], got '" +
-                                mamba_cache_mode + "'");
+  if (mamba_cache_mode != "none" && mamba_cache_mode != "align") {
+    throw std::invalid_argument(owner + ".mamba_cache_mode must be one of ['none', 'align'], got " +
+                                PyStrRepr(mamba_cache_mode));
   }
   CheckInt(owner, "num_speculative_blocks", num_speculative_blocks, 0);
+  CheckInt(owner, "num_prefill_checkpoint_blocks", num_prefill_checkpoint_blocks, 0);
 }
 
 void MambaSpec::check_page() const {
@@ -295,11 +312,12 @@ int64_t MambaSpec::page_size_bytes() const {
 
 int64_t MambaSpec::max_memory_usage_bytes(int64_t max_model_len, std::optional<int64_t> max_num_batched_tokens) const {
   CheckUsageArgs(type_name(), max_model_len, max_num_batched_tokens);
-  if (mamba_cache_mode == "all") {
-    return CheckedMul(CeilDiv(max_model_len, block_size), page_size_bytes(), "a request's state bytes");
-  }
-  const int64_t resident = mamba_cache_mode == "align" ? 2 : 1;
-  return CheckedMul(resident + num_speculative_blocks, page_size_bytes(), "a request's state bytes");
+  // vLLM 0.33.0 MambaSpec.max_memory_usage_bytes: (2 + speculative + prefill checkpoints) states in align mode,
+  // else (1 + speculative).
+  const int64_t states = mamba_cache_mode == "align"
+                             ? CheckedAdd(2 + num_speculative_blocks, num_prefill_checkpoint_blocks, "Mamba states")
+                             : 1 + num_speculative_blocks;
+  return CheckedMul(states, page_size_bytes(), "a request's state bytes");
 }
 
 // ---------------------------------------------------------------------------------------------- groups, config

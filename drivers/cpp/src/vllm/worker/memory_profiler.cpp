@@ -29,7 +29,7 @@ std::string MemoryProfilingResult::ToString() const {
   std::snprintf(time_buf, sizeof(time_buf), "%.2f", profile_time());
   return std::string("Memory profiling takes ") + time_buf + " seconds. Total non KV cache memory: " +
          FormatGib(non_kv_cache_memory()) + "GiB; torch peak memory increase: " + FormatGib(torch_peak_increase()) +
-         "GiB; non-torch forward increase memory: " + FormatGib(non_torch_increase()) +
+         "GiB; total consumed (from mem_get_info): " + FormatGib(total_consumed()) +
          "GiB; weights memory: " + FormatGib(weights_memory) + "GiB.";
 }
 

@@ -23,6 +23,12 @@ void MemorySnapshot::Validate() const {
   vllm::v1::CheckInt("MemorySnapshot", "free_memory", free_memory, 0);
   vllm::v1::CheckInt("MemorySnapshot", "total_memory", total_memory, 0);
   vllm::v1::CheckInt("MemorySnapshot", "torch_memory", torch_memory, 0);
+  vllm::v1::CheckInt("MemorySnapshot", "torch_allocated", allocated(), 0);
+  if (allocated() > torch_peak) {
+    throw std::invalid_argument("MemorySnapshot.torch_allocated (" + std::to_string(allocated()) +
+                                ") must be <= torch_peak (" + std::to_string(torch_peak) +
+                                "); the peak allocation is never below the current one");
+  }
   if (total_memory == 0) throw std::invalid_argument("MemorySnapshot.total_memory must be > 0 bytes, got 0");
   if (free_memory > total_memory) {
     throw std::invalid_argument("MemorySnapshot.free_memory (" + std::to_string(free_memory) +
@@ -53,6 +59,7 @@ MemoryDelta operator-(const MemorySnapshot& later, const MemorySnapshot& earlier
   MemoryDelta delta;
   delta.device = later.device;
   delta.torch_peak = later.torch_peak - earlier.torch_peak;
+  delta.torch_allocated = later.allocated() - earlier.allocated();
   delta.free_memory = later.free_memory - earlier.free_memory;
   delta.cuda_memory = later.cuda_memory() - earlier.cuda_memory();
   delta.torch_memory = later.torch_memory - earlier.torch_memory;

@@ -2,7 +2,8 @@
 //
 // Ported from impl/v1/core/kv_cache_utils.py, which mirrors _check_enough_kv_cache_memory,
 // check_enough_kv_cache_memory, max_memory_usage_bytes and estimate_max_model_len of
-// vllm/v1/core/kv_cache_utils.py: the per-layer sum over a layer-name -> spec mapping. (The C++ port's
+// vllm/v1/core/kv_cache_planning.py (0.33.0): the per-layer sum over a layer-name -> spec mapping; the check holds
+// back the null block first, the estimate does not. (The C++ port's
 // jefby/vllm.cpp include/vllm/v1/core/kv_cache_utils.h has same-named functions over (available, bytes per block,
 // block size); these take the per-layer specs, as upstream Python does.)
 #pragma once
@@ -35,8 +36,12 @@ int64_t max_memory_usage_bytes(const KVCacheSpecMap& kv_cache_spec, int64_t max_
 int64_t estimate_max_model_len(const KVCacheSpecMap& kv_cache_spec, int64_t available_memory, int64_t max_model_len,
                                std::optional<int64_t> max_num_batched_tokens = std::nullopt);
 
-// Throws std::invalid_argument with vLLM's message when available_memory cannot hold one request of
-// max_model_len tokens (or is empty); an attention-free model (no specs) always passes.
+// Bytes of the pool block vLLM 0.33.0's BlockPool keeps as the null block: every layer's page side by side (one KV
+// cache group). Layers of different specs (several groups) are not ported: std::logic_error.
+int64_t null_block_bytes(const KVCacheSpecMap& kv_cache_spec);
+
+// Throws std::invalid_argument with vLLM 0.33.0's messages when available_memory less the null block cannot hold
+// one request of max_model_len tokens (or is empty); an attention-free model (no specs) always passes.
 void check_enough_kv_cache_memory(const KVCacheSpecMap& kv_cache_spec, int64_t available_memory,
                                   int64_t max_model_len,
                                   std::optional<int64_t> max_num_batched_tokens = std::nullopt);

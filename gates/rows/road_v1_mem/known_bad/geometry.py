@@ -1,0 +1,61 @@
+"""Known-bad model-bytes-per-block implementations for the upstream geometry gates (ROAD-V1-MEM M2, MEM-2.10 to
+MEM-2.12; gate.yaml, upstream: model geometry and hybrid pools). Each must be rejected."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..subjects import model_bytes_per_block, model_config
+
+
+def head_dim_default_ignored(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                             kv_cache_dtype: str = "auto") -> int:
+    """A config without head_dim sized at hidden / heads, ignoring the model type's default (Gemma-2/3 and
+    Qwen3-Next: 256)."""
+    cfg = model_config(model)
+    if cfg.get("head_dim") is None and cfg.get("kv_lora_rank") is None:
+        cfg = {**cfg, "head_dim": cfg["hidden_size"] // cfg["num_attention_heads"]}
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
+def float_cache_dtype_not_checked(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                                  kv_cache_dtype: str = "auto") -> int:
+    """An explicit float16/bfloat16 KV cache dtype accepted whatever the model dtype (vLLM refuses a mismatch)."""
+    cfg = model_config(model)
+    if kv_cache_dtype in ("float16", "bfloat16", "float32"):
+        cfg = {**cfg, "torch_dtype": kv_cache_dtype}
+        kv_cache_dtype = "auto"
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
+def hybrid_pool_by_largest_group(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                                 kv_cache_dtype: str = "auto") -> int:
+    """vLLM's pool block (the largest attention kind's pages) reported where the row gates the summed figure."""
+    from impl.entrypoints.model_geometry import ProbeRequest, probe_kv_cache_config
+    from impl.v1.kv_cache_interface import AttentionSpec
+
+    request = ProbeRequest(tensor_parallel_size=tensor_parallel_size, block_size=block_size,
+                           kv_cache_dtype=kv_cache_dtype)
+    probe = probe_kv_cache_config(model_config(model), request)
+    return max(group.kv_cache_spec.page_size_bytes * len(group.layer_names) for group in probe.kv_cache_groups
+               if isinstance(group.kv_cache_spec, AttentionSpec))
+
+
+def uneven_kv_heads_floored(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                            kv_cache_dtype: str = "auto") -> int:
+    """KV heads per rank floored to max(1, total // tp), as ModelConfig.get_num_kv_heads reads them, instead of
+    refusing shards the QKV projection cannot make."""
+    cfg = model_config(model)
+    total, tp = cfg.get("num_key_value_heads", cfg["num_attention_heads"]), tensor_parallel_size
+    if cfg.get("kv_lora_rank") is not None or cfg["num_attention_heads"] % tp:
+        return model_bytes_per_block(cfg, tp, block_size, kv_cache_dtype)
+    whole = model_bytes_per_block(cfg, 1, block_size, kv_cache_dtype)
+    return whole * max(1, total // tp) // total
+
+
+def float32_downcast(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                     kv_cache_dtype: str = "auto") -> int:
+    """A float32 checkpoint sized in bfloat16, as vLLM's --dtype auto runs it on a bf16-capable GPU."""
+    cfg = model_config(model)
+    if cfg.get("torch_dtype") == "float32":
+        cfg = {**cfg, "torch_dtype": "bfloat16"}
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)

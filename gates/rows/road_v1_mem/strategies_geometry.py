@@ -1,0 +1,138 @@
+"""Generated model-bytes-per-block inputs for the upstream geometry gates (gate.yaml, upstream: model geometry and
+hybrid pools; upstream/gates_geometry.py), split by which vLLM 0.33.0 behaviour judges them.
+
+- ``one_group_model_inputs``: models vLLM keeps in one KV cache group with even KV-head shards (dense, MLA, one
+  layer kind throughout), at many TP sizes, TP sizes that do not divide the heads included (both refuse);
+- ``hybrid_model_inputs``: sliding-window + full and GDN hybrids (``hybrid-summed-bytes-per-block``);
+- ``uneven_kv_shard_inputs``: TP sizes that divide the attention heads but not the KV heads, or that the KV heads
+  do not divide (``model-uneven-kv-shards-refused``).
+
+A family's layer kinds are those transformers' configs default to (Gemma-2 alternates from a sliding layer 0,
+Gemma-3 makes every k-th layer full, Qwen3-Next every k-th layer full attention among linear ones).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+TP_SIZES = [1, 2, 3, 4, 6, 8, 16, 32]
+_MODEL_DTYPES = ["bfloat16", "float16", "float32"]
+_FULL_CACHE = ["auto", "bfloat16", "float16", "fp8", "fp8_e5m2", "int8_per_token_head", "fp8_per_token_head", "nvfp4"]
+_SLIDING_CACHE = ["auto", "fp8", "fp8_e5m2", "int8_per_token_head", "fp8_per_token_head"]
+_GEMMA_DTYPES = ["bfloat16", "float32"]
+"""vLLM refuses float16 for Gemma-2/3 (numerical instability) and runs a float16 checkpoint in bfloat16."""
+_MLA_CACHE = ["auto", "bfloat16", "fp8", "fp8_ds_mla"]
+
+
+def kv_shards_evenly(heads: int, kv_heads: int, tp: int) -> bool:
+    """QKVParallelLinear's condition (vllm/model_executor/layers/linear.py), once tp divides the heads."""
+    if heads % tp:
+        return True  # refused before any sharding, by both
+    return tp % kv_heads == 0 if tp >= kv_heads else kv_heads % tp == 0
+
+
+def _attention(draw: st.DrawFn, kv_choices: list[int], multipliers: list[int]) -> dict[str, Any]:
+    kv_heads = draw(st.sampled_from(kv_choices))
+    heads = kv_heads * draw(st.sampled_from(multipliers))
+    cfg: dict[str, Any] = {"num_attention_heads": heads, "num_key_value_heads": kv_heads,
+                           "hidden_size": heads * draw(st.sampled_from([32, 64, 128])),
+                           "torch_dtype": draw(st.sampled_from(_MODEL_DTYPES))}
+    if draw(st.booleans()):
+        cfg["head_dim"] = draw(st.sampled_from([64, 80, 128, 256]))
+    return cfg
+
+
+def _case(draw: st.DrawFn, cfg: dict[str, Any], cache: list[str], tp: int | None = None) -> dict[str, Any]:
+    return {"config": cfg, "tensor_parallel_size": tp if tp is not None else draw(st.sampled_from(TP_SIZES)),
+            "block_size": draw(st.sampled_from([1, 16, 32])), "kv_cache_dtype": draw(st.sampled_from(cache))}
+
+
+@st.composite
+def one_group_model_inputs(draw: st.DrawFn) -> dict[str, Any]:
+    """Dense, MLA, all-sliding and all-full configs of several families, KV heads that shard evenly."""
+    family = draw(st.sampled_from(["dense", "dense", "mla", "layer_types", "gemma2_one", "gemma3_full",
+                                   "qwen3_next_full"]))
+    cfg = _attention(draw, [1, 2, 4, 8, 16], [1, 2, 3, 4])
+    cfg.update(model_type="llama", num_hidden_layers=draw(st.integers(1, 8)))
+    cache = _FULL_CACHE
+    if family == "mla":
+        cfg.update(model_type="deepseek_v2", kv_lora_rank=draw(st.sampled_from([512, 256])),
+                   qk_rope_head_dim=draw(st.sampled_from([64, 32])), qk_nope_head_dim=128, v_head_dim=128,
+                   torch_dtype=draw(st.sampled_from(["bfloat16", "float16"])))
+        cfg.pop("head_dim", None)
+        cache = _MLA_CACHE
+    elif family == "layer_types":
+        kind = draw(st.sampled_from(["full_attention", "sliding_attention"]))
+        cfg.update(sliding_window=1024, layer_types=[kind] * cfg["num_hidden_layers"])
+        cache = _FULL_CACHE if kind == "full_attention" else _SLIDING_CACHE
+    elif family == "gemma2_one":
+        cfg.update(model_type="gemma2", num_hidden_layers=1, sliding_window=draw(st.sampled_from([512, 4096])),
+                   torch_dtype=draw(st.sampled_from(_GEMMA_DTYPES)))
+        cache = _SLIDING_CACHE
+    elif family == "gemma3_full":
+        cfg.update(model_type="gemma3_text", sliding_window=512, sliding_window_pattern=1,
+                   torch_dtype=draw(st.sampled_from(_GEMMA_DTYPES)))
+    elif family == "qwen3_next_full":
+        cfg.update(model_type="qwen3_next", full_attention_interval=1, linear_num_key_heads=2,
+                   linear_num_value_heads=4, linear_key_head_dim=32, linear_value_head_dim=32,
+                   linear_conv_kernel_dim=4)
+    case = _case(draw, cfg, cache)
+    if case["kv_cache_dtype"] == "fp8_ds_mla":  # FlashMLA's 576-wide latent only (kv-spec-fp8-ds-mla-fields)
+        cfg.update(kv_lora_rank=512, qk_rope_head_dim=64)
+    if family != "mla" and not kv_shards_evenly(cfg["num_attention_heads"], cfg["num_key_value_heads"],
+                                                case["tensor_parallel_size"]):
+        case["tensor_parallel_size"] = 1
+    return case
+
+
+@st.composite
+def hybrid_model_inputs(draw: st.DrawFn) -> dict[str, Any]:
+    """Gemma-2 (two or more layers), Gemma-3 (a window pattern of 2 to 6), mixed layer_types and Qwen3-Next GDN
+    hybrids, at TP sizes that divide the heads and shard the KV heads (and the GDN heads) evenly."""
+    family = draw(st.sampled_from(["gemma2", "gemma3", "layer_types", "gdn"]))
+    cfg = _attention(draw, [1, 2, 4, 8], [1, 2, 4])
+    cfg["num_hidden_layers"] = draw(st.integers(2, 12))
+    cache = _SLIDING_CACHE
+    if family == "gemma2":
+        cfg.update(model_type="gemma2", sliding_window=draw(st.sampled_from([512, 4096])),
+                   torch_dtype=draw(st.sampled_from(_GEMMA_DTYPES)))
+    elif family == "gemma3":
+        pattern = draw(st.integers(2, 6))
+        cfg.update(model_type="gemma3_text", sliding_window=draw(st.sampled_from([512, 1024])),
+                   torch_dtype=draw(st.sampled_from(_GEMMA_DTYPES)),
+                   sliding_window_pattern=pattern, num_hidden_layers=draw(st.integers(pattern, 12)))
+    elif family == "layer_types":
+        n = cfg["num_hidden_layers"]
+        kinds = draw(st.lists(st.sampled_from(["full_attention", "sliding_attention"]), min_size=n, max_size=n))
+        full, sliding = draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=2, unique=True))
+        kinds[full], kinds[sliding] = "full_attention", "sliding_attention"
+        cfg.update(model_type="llama", sliding_window=1024, layer_types=kinds)
+    else:
+        interval = draw(st.integers(2, 4))
+        cfg.update(model_type="qwen3_next", full_attention_interval=interval,
+                   num_hidden_layers=interval * draw(st.integers(1, 3)),
+                   linear_num_key_heads=draw(st.sampled_from([2, 4])),
+                   linear_num_value_heads=draw(st.sampled_from([4, 8])), linear_key_head_dim=32,
+                   linear_value_head_dim=32, linear_conv_kernel_dim=4)
+        cache = ["auto", "bfloat16", "fp8"]
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    limit = min(heads, cfg.get("linear_num_key_heads", heads))
+    sizes = [tp for tp in TP_SIZES if heads % tp == 0 and tp <= limit and kv_shards_evenly(heads, kv_heads, tp)]
+    return _case(draw, cfg, cache, tp=draw(st.sampled_from(sizes)))
+
+
+@st.composite
+def uneven_kv_shard_inputs(draw: st.DrawFn) -> dict[str, Any]:
+    """Dense configs whose KV heads a TP size dividing the attention heads cannot split or replicate evenly, and
+    (one in three) the same configs at a TP size that shards them evenly, the deviation's boundary."""
+    kv_heads = draw(st.sampled_from([3, 6, 8, 12]))
+    heads = kv_heads * draw(st.sampled_from([2, 4, 8]))
+    even = draw(st.integers(0, 2)) == 0
+    sizes = [tp for tp in range(1, heads + 1)
+             if heads % tp == 0 and kv_shards_evenly(heads, kv_heads, tp) == even]
+    if not sizes:
+        kv_heads, heads, sizes = 6, 24, [4]
+    cfg = {"model_type": "llama", "num_hidden_layers": draw(st.integers(1, 4)), "num_attention_heads": heads,
+           "num_key_value_heads": kv_heads, "hidden_size": heads * 64, "torch_dtype": "bfloat16"}
+    return _case(draw, cfg, ["auto", "fp8"], tp=draw(st.sampled_from(sizes)))

@@ -1,0 +1,83 @@
+"""Views of vLLM 0.33.0 for the ROAD-V1-MEM upstream gates of the fit check and the memory profile (MEM-3.x), in the
+shapes of the row's operations (gates/rows/road_v1_mem/operations.yaml).
+
+- ``check_enough_kv_cache_memory``: ``upstream.kv_fit``'s (vllm/v1/core/kv_cache_planning.py: the null block held
+  back, then vLLM's two refusals), on the row's fit shape; gate ``upstream-kv-fit-check``.
+- ``available_kv_cache_memory``: ``Worker.determine_available_memory`` (vllm/v1/worker/gpu_worker.py) run on a
+  PROFILE CASE with the device faked (``upstream.memory.worker_available_memory``), checked against the two
+  profile deviations of spec/deviations.yaml first: where free memory grew during the profile vLLM's worker must
+  still fail its ``assert`` (profile-free-memory-grew), and a budget <= 0 must still be returned and refused only by
+  vLLM's fit check, with its no-memory message (profile-empty-budget-refused-early). A declaration that no longer
+  holds raises ``AssertionError`` naming it; otherwise the answer is vLLM's number, or the ``ValueError`` the
+  deviation declares for the port, with vLLM's own text. Gate ``upstream-profile-kv-budget``.
+- ``requested_memory``: ``request_memory`` (vllm/v1/worker/utils.py) on a start-up reading.
+
+vLLM is imported on the first call, not on import (see upstream/gates_mem.py).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import upstream  # noqa: F401  (environment before vLLM's import)
+
+# One small full-attention layer: the spec with which vLLM's fit check is asked about an empty budget.
+_PROBE_LAYER = {"num_layers": 1, "block_size": 16, "num_kv_heads": 1, "head_size": 64, "dtype": "float16",
+                "max_model_len": 16}
+
+
+def check_enough_kv_cache_memory(num_layers: int, block_size: int, num_kv_heads: int, head_size: int, dtype: str,
+                                 available_memory: int, max_model_len: int) -> None:
+    """vLLM 0.33.0's ``check_enough_kv_cache_memory`` on the fit shape: None, or its ValueError."""
+    from upstream import kv_fit
+
+    kv_fit.check_enough_kv_cache_memory(num_layers, block_size, num_kv_heads, head_size, dtype, available_memory,
+                                        max_model_len)
+
+
+def _stale(deviation: str, declared: str, got: object) -> AssertionError:
+    return AssertionError(f"spec/deviations.yaml {deviation} no longer holds: vLLM 0.33.0 was declared to {declared}, "
+                          f"but gave {got!r}")
+
+
+def _worker_outcome(case: Mapping[str, Any]) -> tuple[str, Any]:
+    """("value", bytes) or ("assert", message) of vLLM's worker; its start-up ValueError propagates."""
+    from upstream import memory
+
+    try:
+        return "value", memory.worker_available_memory(case)
+    except AssertionError as exc:
+        return "assert", str(exc)
+
+
+def _free_grew(case: Mapping[str, Any]) -> bool:
+    snapshots = case["snapshots"]
+    return snapshots["before_create"]["free_memory"] < snapshots["after_profile"]["free_memory"]
+
+
+def available_kv_cache_memory(case: Mapping[str, Any]) -> int:
+    """vLLM's KV budget for a PROFILE CASE, or the refusal spec/deviations.yaml declares for the port (ValueError
+    with vLLM's own text), after asserting that vLLM still behaves as declared."""
+    kind, got = _worker_outcome(case)
+    if _free_grew(case):
+        if kind != "assert" or not got.startswith("Error in memory profiling. Initial free memory"):
+            raise _stale("profile-free-memory-grew", "fail its profiling assert", got)
+        raise ValueError(got)
+    if kind != "value":
+        raise AssertionError(f"upstream-profile-kv-budget: vLLM's worker asserted on a case whose free memory did not "
+                             f"grow: {got}")
+    if got > 0:
+        return got
+    # profile-empty-budget-refused-early: vLLM returns it; its fit check is what refuses it.
+    from upstream import kv_fit
+
+    outcome = kv_fit.fit_outcome(**_PROBE_LAYER, available_memory=got)
+    if outcome["fits"] or not outcome["message"].startswith("No available memory for the cache blocks."):
+        raise _stale("profile-empty-budget-refused-early", f"refuse the budget {got} in its fit check", outcome)
+    raise ValueError(outcome["message"])
+
+
+def requested_memory(device: str, total_memory: int, free_memory: int, gpu_memory_utilization: float) -> int:
+    """``request_memory`` on a start-up reading: ceil(total * utilization), or vLLM's start-up ValueError."""
+    from upstream import memory
+
+    return memory.requested_memory(device, total_memory, free_memory, gpu_memory_utilization)
