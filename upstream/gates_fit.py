@@ -35,7 +35,8 @@ def check_enough_kv_cache_memory(num_layers: int, block_size: int, num_kv_heads:
 
 
 def _stale(deviation: str, declared: str, got: object) -> AssertionError:
-    return AssertionError(f"spec/deviations.yaml {deviation} no longer holds: vLLM 0.33.0 was declared to {declared}, "
+    return AssertionError(f"spec/deviations.yaml {deviation} no longer holds: vLLM {upstream.installed_version()} was "
+                          f"declared to {declared}, "
                           f"but gave {got!r}")
 
 

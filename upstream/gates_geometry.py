@@ -26,7 +26,7 @@ CHECKPOINT_DTYPE = "model-dtype-is-checkpoint"
 
 
 def _stale(deviation: str, what: str) -> AssertionError:
-    return AssertionError(f"spec/deviations.yaml {deviation} no longer holds at vLLM 0.33.0: {what}")
+    return AssertionError(f"spec/deviations.yaml {deviation} no longer holds at vLLM {upstream.installed_version()}: {what}")
 
 
 def _layers(config: Mapping[str, Any], tensor_parallel_size: int, block_size: int, kv_cache_dtype: str,

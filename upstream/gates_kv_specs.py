@@ -75,7 +75,7 @@ def max_memory_usage_bytes(spec: Mapping[str, Any], max_model_len: int,
 
 
 def _stale(deviation: str, spec: Mapping[str, Any], declared: str, got: object) -> AssertionError:
-    return AssertionError(f"spec/deviations.yaml {deviation} no longer holds: vLLM 0.33.0 was declared to {declared} "
+    return AssertionError(f"spec/deviations.yaml {deviation} no longer holds: vLLM {upstream.installed_version()} was declared to {declared} "
                           f"for {dict(spec)!r}, but gave {got!r}")
 
 

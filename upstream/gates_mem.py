@@ -52,7 +52,7 @@ _UNIT_TEXT = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<space> *)(?P<unit>[
 
 
 def _stale(deviation: str, text: str, declared: str, got: object) -> AssertionError:
-    return AssertionError(f"spec/deviations.yaml {deviation} no longer holds: vLLM 0.33.0's human_readable_int({text!r}) "
+    return AssertionError(f"spec/deviations.yaml {deviation} no longer holds: vLLM {upstream.installed_version()}'s human_readable_int({text!r}) "
                           f"was declared to {declared}, but gave {got!r}")
 
 

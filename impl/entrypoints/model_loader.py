@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-from impl.v1.core.kv_cache_utils import NO_AVAILABLE_MEMORY_MESSAGE
+from impl.v1.core.kv_cache_messages import NO_AVAILABLE_MEMORY_MESSAGE
 from impl.v1.field_checks import check_choice, check_fraction, check_int, check_optional_str
 
 if TYPE_CHECKING:  # torch-free at import, so CLI --help stays fast; the KV module is loaded on first use

@@ -198,6 +198,16 @@ def _unavailable(outcome: dict[str, Any]) -> str | None:
     return None
 
 
+def _cannot_run(pin: list[dict[str, Any]], other: list[dict[str, Any]], indices: list[int]) -> str:
+    """Why the other release cannot run a gate's adapter here at all: every input raised one and the same error
+    there (two inputs at least) while the pin answered some with a value (a platform it cannot detect, say); else ''."""
+    raised = {(o["raised"]["type"], o["raised"]["message"]) if "raised" in o else None for o in (other[i] for i in indices)}
+    if len(indices) < 2 or len(raised) != 1 or None in raised or not any("value" in pin[i] for i in indices):
+        return ""
+    kind, message = next(iter(raised))  # type: ignore[misc]
+    return f"every input raises {kind}: {message}"
+
+
 def _missing_module_name(raised: dict[str, Any]) -> bool:
     """An adapter reading a module attribute the release does not have ("module 'm' has no attribute 'x'")."""
     return raised.get("type") == "AttributeError" and str(raised.get("message", "")).startswith("module '")
@@ -238,7 +248,7 @@ def compare(found: list[Probe], pin: list[dict[str, Any]], other: list[dict[str,
     for (row, gate_id), indices in by_gate.items():
         gate = found[indices[0]].gate
         same = changed = unavailable = 0
-        reason = ""
+        reason, blanket = "", _cannot_run(pin, other, indices)
         changes: list[Change] = []
         kinds: dict[str, int] = {}
         for index in indices:
@@ -246,7 +256,7 @@ def compare(found: list[Probe], pin: list[dict[str, Any]], other: list[dict[str,
             if before == after:
                 same += 1
                 continue
-            why = _unavailable(after)
+            why = _unavailable(after) or blanket or None
             if why is not None and _unavailable(before) is None:
                 unavailable += 1
                 reason = reason or why.splitlines()[0][:300]

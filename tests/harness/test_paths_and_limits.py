@@ -144,10 +144,10 @@ def test_an_oversized_gate_file_is_refused_from_its_size(example):
     refused(example, f"{GATE_FILE}:1:1:", f"gate file is {MAX_FILE_BYTES + 1} bytes: over the 8 MiB limit on a gate file")
 
 
-def test_a_two_megabyte_flow_list_is_refused_while_it_is_read(example):
-    example.write(GATE_FILE, "[" + ", ".join(["1"] * 700_000) + "]\n")
-    assert (example.root / GATE_FILE).stat().st_size > 2_000_000
-    # the root sequence is node 1: the node past the limit is the 200 000th item, at column 2 + 3 * 199 999
+def test_a_five_megabyte_flow_list_is_refused_while_it_is_read(example):
+    example.write(GATE_FILE, "[" + ", ".join(["1"] * 1_600_000) + "]\n")
+    assert (example.root / GATE_FILE).stat().st_size > 4_500_000
+    # the root sequence is node 1: the node past the limit is item MAX_NODES, at column 2 + 3 * (MAX_NODES - 1)
     refused(example, f"{GATE_FILE}:1:{2 + 3 * (MAX_NODES - 1)}:", f"more than {MAX_NODES} YAML nodes")
 
 
@@ -236,7 +236,7 @@ def test_an_oversized_roadmap_is_refused_from_its_size(example):
 
 
 def test_the_limits_are_what_the_messages_say():
-    assert MAX_FILE_BYTES == 8 * 1024 * 1024 and MAX_NODES == 200_000 and Path(yamlsource.__file__).name == "yamlsource.py"
+    assert MAX_FILE_BYTES == 8 * 1024 * 1024 and MAX_NODES == 1_500_000 and Path(yamlsource.__file__).name == "yamlsource.py"
 
 
 @needs_symlink

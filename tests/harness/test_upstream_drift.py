@@ -29,6 +29,8 @@ def page_bytes(block_size, heads, head_size, dtype_bytes):
 ''',
     # 3.0: the function the adapter calls is gone.
     "3.0": "def page_size(*sizes):\n    return 0\n",
+    # 4.0: cannot run on this machine at all, whatever it is asked.
+    "4.0": "def page_bytes(*sizes):\n    raise RuntimeError('Failed to infer device type')\n",
 }
 ADAPTER = '''"""The toy upstream's page bytes, imported on the call (as upstream/ adapters import vLLM)."""
 
@@ -114,6 +116,15 @@ def test_an_adapter_that_cannot_run_under_the_other_release_is_unavailable_not_c
     [gate] = report["gates"]
     assert gate["unavailable"] == gate["inputs"] and gate["changed"] == 0
     assert gate["unavailable_reason"] == "AttributeError: module 'toyup' has no attribute 'page_bytes'"
+
+
+def test_a_release_that_raises_one_error_for_every_input_cannot_run_here(drift_project):
+    example, sites = drift_project
+    result, report = _drift(example, sites, "4.0")
+    assert result.code == 0, result.text
+    [gate] = report["gates"]
+    assert gate["unavailable"] == gate["inputs"] and gate["changed"] == 0
+    assert gate["unavailable_reason"] == "every input raises RuntimeError: Failed to infer device type"
 
 
 def test_a_folder_holding_another_release_than_named_is_refused(drift_project):

@@ -9,18 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from impl.v1.core.kv_cache_messages import CONSERVING_MEMORY_DOCS, NO_AVAILABLE_MEMORY_MESSAGE
 from impl.v1.core.kv_pool_groups import kv_cache_groups
 from impl.v1.field_checks import check_int, check_optional_int
 from impl.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec
 from impl.worker.memory_snapshot import format_gib
-
-CONSERVING_MEMORY_DOCS = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
-
-NO_AVAILABLE_MEMORY_MESSAGE = (
-    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
-    "the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). "
-    f"See {CONSERVING_MEMORY_DOCS} for more details."
-)
 
 
 class LayerKVSpec(Protocol):
