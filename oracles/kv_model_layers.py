@@ -17,7 +17,7 @@ _MODEL_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32"
 # kv_cache_dtype -> (stored element dtype or None for the model dtype, storage format)
 _CACHE_FORMATS = {
     "auto": (None, "plain"), "bfloat16": (torch.bfloat16, "plain"), "float16": (torch.float16, "plain"),
-    "float32": (torch.float32, "plain"), "fp8": (torch.uint8, "fp8_per_tensor"),
+    "fp8": (torch.uint8, "fp8_per_tensor"),
     "fp8_e4m3": (torch.uint8, "fp8_per_tensor"), "fp8_e5m2": (torch.uint8, "fp8_per_tensor"),
     "fp8_ds_mla": (torch.uint8, "fp8_ds_mla"), "int8_per_token_head": (torch.int8, "per_token_head"),
     "fp8_per_token_head": (torch.uint8, "per_token_head"), "nvfp4": (torch.uint8, "nvfp4"),
@@ -27,7 +27,10 @@ _CACHE_FORMATS = {
 # The transformers config classes whose head_dim has a fixed default (Gemma2Config, Gemma3TextConfig,
 # Qwen3NextConfig: 256; Qwen3Config: 128); vLLM reads the loaded config's attribute (MEM-2.10). Others derive it.
 _CLASS_HEAD_DIM = {"gemma2": 256, "gemma3_text": 256, "qwen3_next": 256, "qwen3": 128}
-_FLOAT_CACHES = ("bfloat16", "float16", "float32")
+_FLOAT_CACHES = ("bfloat16", "float16")
+# vLLM runs these families in bfloat16 even from a float16 checkpoint (vllm/config/model.py: float16 is numerically
+# unstable for them); the cache follows the dtype the model runs in.
+_NO_HALF = ("gemma2", "gemma3", "gemma3_text", "glm4")
 
 
 def _positive(cfg: Mapping[str, Any], key: str) -> int:
@@ -70,7 +73,9 @@ def _mixer_kinds(cfg: Mapping[str, Any]) -> list[str]:
     if cfg.get("model_type") in ("gemma3", "gemma3_text"):
         every = _positive(cfg, "sliding_window_pattern")
         return ["attention" if i % every == every - 1 else "sliding" for i in range(n)]
-    return ["sliding"] * n
+    # Other families slide only where layer_types says so (vllm/model_executor/models/llama.py); a bare window
+    # is not applied to any layer.
+    return ["attention"] * n
 
 
 def model_layers(cfg: Mapping[str, Any], tensor_parallel_size: int, block_size: int,
@@ -78,6 +83,10 @@ def model_layers(cfg: Mapping[str, Any], tensor_parallel_size: int, block_size: 
     """The per-rank layers of a model, in the shapes the runner allocates."""
     tp = tensor_parallel_size
     model = _MODEL_DTYPES[cfg.get("torch_dtype", cfg.get("dtype"))]
+    if model is torch.float16 and cfg.get("model_type") in _NO_HALF:
+        model = torch.bfloat16
+    if kv_cache_dtype not in _CACHE_FORMATS:
+        raise ValueError(f"vLLM has no KV cache dtype {kv_cache_dtype!r}")
     storage, fmt = _CACHE_FORMATS[kv_cache_dtype]
     if kv_cache_dtype in _FLOAT_CACHES and storage is not model:
         # vLLM (vllm/config/vllm.py) keeps an unquantized cache in the model's own dtype; another float is refused.
@@ -113,8 +122,11 @@ def model_layers(cfg: Mapping[str, Any], tensor_parallel_size: int, block_size: 
         else:
             query_heads = _positive(cfg, "num_attention_heads")
             kv_heads = _positive(cfg, "num_key_value_heads") if "num_key_value_heads" in cfg else query_heads
-            width = cfg.get("head_dim", _CLASS_HEAD_DIM.get(cfg.get("model_type")))
+            # A head_dim of 0 means "not set" to vLLM, and then the class default is not applied either.
+            width = cfg.get("head_dim")
             if width is None:
+                width = _CLASS_HEAD_DIM.get(cfg.get("model_type"))
+            if width is None or (type(width) is int and width == 0):
                 hidden = _positive(cfg, "hidden_size")
                 if hidden % query_heads:
                     raise ValueError("hidden_size does not split into the attention heads")

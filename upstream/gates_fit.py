@@ -11,6 +11,10 @@ shapes of the row's operations (gates/rows/road_v1_mem/operations.yaml).
   holds raises ``AssertionError`` naming it; otherwise the answer is vLLM's number, or the ``ValueError`` the
   deviation declares for the port, with vLLM's own text. Gate ``upstream-profile-kv-budget``.
 - ``requested_memory``: ``request_memory`` (vllm/v1/worker/utils.py) on a start-up reading.
+- ``util_path_num_blocks``: the profiled utilization path end to end (MEM-3.3, MEM-3.5): the worker's KV budget
+  (the byte knob, or the profile's), then the pool's block count as vLLM's planner takes it, the budget over one
+  block of the one group (vllm/v1/core/kv_cache_planning.py ``get_kv_cache_configs``: ``available_memory //
+  bytes_per_block``). Gate ``upstream-profile-util-blocks``.
 
 vLLM is imported on the first call, not on import (see upstream/gates_mem.py).
 """
@@ -82,3 +86,28 @@ def requested_memory(device: str, total_memory: int, free_memory: int, gpu_memor
     from upstream import memory
 
     return memory.requested_memory(device, total_memory, free_memory, gpu_memory_utilization)
+
+
+def util_path_num_blocks(case: Mapping[str, Any]) -> int:
+    """vLLM's block count for a profiled UTIL-PATH CASE: ``Worker.determine_available_memory`` with the case's byte
+    knob (its start-up refusal first; with the knob 0 the profile's budget, checked as
+    :func:`available_kv_cache_memory` checks it), over ``num_layers`` pages of vLLM's ``FullAttentionSpec``; a
+    budget below one block leaves vLLM's pool with no block, which its fit check then refuses (ValueError)."""
+    import torch
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    from upstream import memory
+
+    if not case.get("profiled", True):
+        raise AssertionError("upstream-profile-util-blocks: an unprofiled case (the port's 256-block fallback) has "
+                             "no vLLM counterpart; not this gate's")
+    kv_bytes = int(case.get("kv_cache_memory_bytes", 0))
+    budget = memory.worker_available_memory(case, kv_bytes) if kv_bytes else available_kv_cache_memory(case)
+    kv = case["kv"]
+    page = FullAttentionSpec(block_size=kv["block_size"], num_kv_heads=kv["num_kv_heads"],
+                             head_size=kv["head_size"], dtype=getattr(torch, kv["dtype"])).page_size_bytes
+    bytes_per_block = int(page) * int(kv["num_layers"])
+    blocks = budget // bytes_per_block
+    if blocks < 1:
+        raise ValueError(f"a KV budget of {budget} bytes holds no block of {bytes_per_block} bytes")
+    return int(blocks)

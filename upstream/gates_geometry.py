@@ -9,6 +9,7 @@
 - ``hybrid_bytes_as_declared``: the checking view of ``hybrid-summed-bytes-per-block`` (spec/deviations.yaml).
 - ``uneven_kv_shards_as_declared``: the checking view of ``model-uneven-kv-shards-refused``.
 - ``float32_checkpoint_as_declared``: the checking view of ``model-dtype-is-checkpoint``.
+- ``hidden_heads_as_declared``: the checking view of ``model-head-size-needs-whole-heads``.
 
 Each checking view first asserts vLLM still behaves as the deviation declares (``AssertionError`` naming it if
 not, which no implementation's answer agrees with), then answers with what we declare, derived from vLLM's own
@@ -23,6 +24,10 @@ import upstream  # noqa: F401  (environment before vLLM's import)
 HYBRID = "hybrid-summed-bytes-per-block"
 UNEVEN = "model-uneven-kv-shards-refused"
 CHECKPOINT_DTYPE = "model-dtype-is-checkpoint"
+WHOLE_HEADS = "model-head-size-needs-whole-heads"
+_NOT_MULTIPLE = "is not a multiple of the number of attention heads"
+"""transformers' ``PreTrainedConfig.validate_architecture`` text (transformers/configuration_utils.py), which the
+Llama, Gemma-2 and DeepSeek-V2 config classes raise while vLLM reads the config."""
 
 
 def _stale(deviation: str, what: str) -> AssertionError:
@@ -149,3 +154,40 @@ def float32_checkpoint_as_declared(config: Mapping[str, Any], tensor_parallel_si
     if auto == "float32":
         raise _stale(CHECKPOINT_DTYPE, "--dtype auto was declared to downcast a float32 checkpoint, but kept float32")
     return model_bytes_per_block(config, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
+def hidden_heads_as_declared(config: Mapping[str, Any], tensor_parallel_size: int = 1, block_size: int = 16,
+                             kv_cache_dtype: str = "auto") -> int:
+    """``model-head-size-needs-whole-heads``: a config whose hidden_size the attention heads do not divide.
+
+    Asserts vLLM 0.33.0 either refuses it while reading the config (transformers' ``validate_architecture`` for
+    Llama / Gemma-2 / DeepSeek-V2, whether or not head_dim is given) or, for a config class without that check
+    (Mistral), reads head_dim when given and else floors hidden / heads (``get_head_size``,
+    vllm/transformers_utils/model_arch_config_convertor.py). Then what we declare: without head_dim a ValueError
+    naming both numbers; with head_dim, vLLM's pool block for the config with hidden_size = heads * head_dim (a
+    width the KV cache does not read)."""
+    from upstream import model_geometry
+
+    heads, hidden = int(config["num_attention_heads"]), int(config["hidden_size"])
+    if hidden % heads == 0:
+        raise AssertionError(f"hidden_heads_as_declared: {heads} heads divide hidden_size {hidden}; not a "
+                             f"{WHOLE_HEADS} case")
+    head_dim = config.get("head_dim") or None
+    try:
+        vllm_head = model_geometry.geometry(config, tensor_parallel_size, block_size, kv_cache_dtype,
+                                            dtype="auto")["head_size"]
+    except Exception as exc:  # noqa: BLE001  (transformers' StrictDataclassClassValidationError is no ValueError)
+        message = model_geometry.message_of(exc) if isinstance(exc, ValueError) else str(exc)
+        if _NOT_MULTIPLE not in message:
+            raise _stale(WHOLE_HEADS, f"vLLM was declared to refuse hidden_size {hidden} over {heads} heads "
+                                      f"while reading the config, or to accept it; it refused with {message!r}")
+    else:
+        expected = head_dim if head_dim is not None else hidden // heads
+        if vllm_head != expected:
+            raise _stale(WHOLE_HEADS, f"vLLM was declared to read a head size of {expected} "
+                                      f"(head_dim, else hidden // heads), got {vllm_head}")
+    if head_dim is None:
+        raise ValueError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) "
+                         f"(declared: no head_dim to size the heads with)")
+    return model_bytes_per_block({**config, "hidden_size": heads * int(head_dim)}, tensor_parallel_size,
+                                 block_size, kv_cache_dtype)

@@ -147,12 +147,13 @@ def requested_memory(device: str, total_memory: int, free_memory: int, gpu_memor
         return int(request_memory(init_snapshot, cache_config, external_weight_memory))
 
 
-def worker_available_memory(case: Mapping[str, Any]) -> int:
+def worker_available_memory(case: Mapping[str, Any], kv_cache_memory_bytes: int = 0) -> int:
     """``Worker.determine_available_memory`` (vllm/v1/worker/gpu_worker.py) itself, run unbound on a stand-in worker
     over a PROFILE CASE: the faked device, ``init_snapshot`` and ``requested_memory`` as ``init_device`` sets them
     (``request_memory``, vllm/v1/worker/utils.py; its start-up ValueError propagates), a model runner whose
-    ``profile_run`` only moves the device to after_profile and whose weights are ``weights_memory``, no
-    ``kv_cache_memory_bytes``. vLLM's own profiling check (an ``assert`` that free memory did not grow) raises
+    ``profile_run`` only moves the device to after_profile and whose weights are ``weights_memory``, and
+    ``kv_cache_memory_bytes`` (0: unset; set, the worker returns it after the profile run, measuring nothing).
+    vLLM's own profiling check (an ``assert`` that free memory did not grow) raises
     ``AssertionError``; no CUDA graphs are profiled on this platform.
     """
     from vllm.v1.worker.gpu_worker import Worker
@@ -160,7 +161,8 @@ def worker_available_memory(case: Mapping[str, Any]) -> int:
     from upstream._config import vllm_config
 
     config = vllm_config(max_model_len=4096, block_size=16)
-    cache_config = CacheConfig(gpu_memory_utilization=case["gpu_memory_utilization"])
+    cache_config = CacheConfig(gpu_memory_utilization=case["gpu_memory_utilization"],
+                               kv_cache_memory_bytes=kv_cache_memory_bytes or None)
     config.cache_config = cache_config
     with _faked(case["snapshots"], follow_profile=True) as device:
         init_snapshot = mem_utils.MemorySnapshot(device=case["device"])

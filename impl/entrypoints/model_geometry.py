@@ -31,8 +31,10 @@ if TYPE_CHECKING:  # torch-free at import: kv-plan passes PlainDType (impl/v1/dt
     import torch
 
 MODEL_DTYPE_NAMES = ("float16", "bfloat16", "float32")
-KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2", FP8_DS_MLA,
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", FP8_DS_MLA,
                    "int8_per_token_head", "fp8_per_token_head", "nvfp4")
+"""The --kv-cache-dtype values the port lays out; "float32" is not one (vLLM 0.33.0's KV_CACHE_DTYPES,
+vllm/config/cache.py, refuses it: a float32 model's cache is "auto")."""
 _ONE_BYTE_KV = {"int8_per_token_head": "int8"}
 LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
 
@@ -99,12 +101,14 @@ to hidden / heads (MEM-2.10)."""
 
 def head_size(cfg: Mapping[str, Any]) -> int:
     """K/V head width: MLA's ``kv_lora_rank + qk_rope_head_dim``, else ``head_dim``, else the model type's default
-    head_dim (``DEFAULT_HEAD_DIMS``), else hidden / heads."""
+    head_dim (``DEFAULT_HEAD_DIMS``), else hidden / heads. ``head_dim: 0`` is a head_dim left unset (vLLM's
+    ``get_head_size``, vllm/transformers_utils/model_arch_config_convertor.py): hidden / heads, not the default."""
     if is_mla(cfg):
         return _field(cfg, "kv_lora_rank") + _field(cfg, "qk_rope_head_dim")
-    if cfg.get("head_dim") is not None:
+    unset = cfg.get("head_dim") is None or (type(cfg["head_dim"]) is int and cfg["head_dim"] == 0)
+    if not unset:
         return _field(cfg, "head_dim")
-    if cfg.get("model_type") in DEFAULT_HEAD_DIMS:
+    if cfg.get("head_dim") is None and cfg.get("model_type") in DEFAULT_HEAD_DIMS:
         return DEFAULT_HEAD_DIMS[cfg["model_type"]]
     hidden, heads = _field(cfg, "hidden_size"), _field(cfg, "num_attention_heads")
     if hidden % heads:
@@ -150,7 +154,9 @@ def layer_types(cfg: Mapping[str, Any]) -> tuple[str, ...]:
     if model_type in ("gemma3", "gemma3_text"):  # every k-th layer is global
         k = _field(cfg, "sliding_window_pattern")
         return tuple("full_attention" if (i + 1) % k == 0 else "sliding_attention" for i in range(n))
-    return ("sliding_attention",) * n
+    # A window without layer_types (Llama, Mistral): vLLM 0.33.0's layers read per-layer windows from layer_types
+    # only (vllm/model_executor/models/llama.py), so every layer is full attention (MEM-2.11).
+    return ("full_attention",) * n
 
 
 def model_dtype_name(cfg: Mapping[str, Any]) -> str:
@@ -161,9 +167,27 @@ def model_dtype_name(cfg: Mapping[str, Any]) -> str:
     return name
 
 
+FLOAT16_REFUSED = {"gemma2", "gemma3", "gemma3_text", "glm4"}
+"""Model types vLLM 0.33.0 never runs in float16 (``_FLOAT16_NOT_SUPPORTED_MODELS``, vllm/config/model.py)."""
+_FLOAT16_REASON = "Numerical instability. Please use bfloat16 or float32 instead."
+
+
+def run_dtype_name(cfg: Mapping[str, Any], requested: str | None = None) -> str:
+    """The dtype the model runs in (MEM-2.11): ``requested`` (kv-plan's --dtype), else the checkpoint's; a float16
+    checkpoint of a type in ``FLOAT16_REFUSED`` runs in bfloat16 (vLLM's --dtype auto on a bf16-capable device),
+    and float16 asked for such a type is refused with vLLM's message (``_check_valid_dtype``)."""
+    model_type = cfg.get("model_type")
+    if requested is not None:
+        if requested == "float16" and model_type in FLOAT16_REFUSED:
+            raise ValueError(f"The model type {model_type!r} does not support float16. Reason: {_FLOAT16_REASON}")
+        return requested
+    name = model_dtype_name(cfg)
+    return "bfloat16" if name == "float16" and model_type in FLOAT16_REFUSED else name
+
+
 def model_dtype(cfg: Mapping[str, Any]) -> torch.dtype:
-    """The checkpoint dtype named by ``torch_dtype`` (or the newer ``dtype``), as a ``torch.dtype``."""
-    return dtype_like(model_dtype_name(cfg), None)
+    """The dtype the checkpoint runs in (``run_dtype_name``), as a ``torch.dtype``."""
+    return dtype_like(run_dtype_name(cfg), None)
 
 
 def derived_max_model_len(cfg: Mapping[str, Any]) -> tuple[str, float] | None:
@@ -254,6 +278,16 @@ def _gdn_spec(cfg: Mapping[str, Any], request: ProbeRequest, model: DType) -> Ma
     return MambaSpec(block_size=request.block_size, shapes=shapes, dtypes=(model, model), mamba_type="gdn_attention")
 
 
+def _run_dtype(cfg: Mapping[str, Any], requested: DType | None) -> DType:
+    """``run_dtype_name`` as a dtype of the request's kind; a requested dtype equal to the checkpoint's is the
+    checkpoint's own (kv-plan's ``--dtype auto`` passes it resolved), so a float16 Gemma checkpoint runs in bfloat16."""
+    if requested is None:
+        return model_dtype(cfg)
+    name = dtype_name(requested)
+    checkpoint = cfg.get("torch_dtype", cfg.get("dtype"))
+    return dtype_like(run_dtype_name(cfg, None if name == checkpoint else name), requested)
+
+
 def _layer_name(index: int, kind: str) -> str:
     return f"model.layers.{index}.linear_attn" if kind == "linear_attention" else f"model.layers.{index}.self_attn.attn"
 
@@ -262,7 +296,7 @@ def probe_kv_cache_config(cfg: Mapping[str, Any], request: ProbeRequest, num_blo
     """The KV layout one rank of this model needs, grouped by equal spec, with no tensors allocated."""
     if not isinstance(request, ProbeRequest):
         raise TypeError(f"probe_kv_cache_config needs a ProbeRequest, got {request!r}")
-    model = request.dtype if request.dtype is not None else model_dtype(cfg)
+    model = _run_dtype(cfg, request.dtype)
     check_heads_divisible(cfg, request.tensor_parallel_size)  # before any layer: hybrids with no attention layer too
     by_spec: dict[KVCacheSpec, list[str]] = {}
     specs: dict[str, KVCacheSpec] = {}

@@ -5,7 +5,9 @@ hybrid pools; upstream/gates_geometry.py), split by which vLLM 0.33.0 behaviour 
   layer kind throughout), at many TP sizes, TP sizes that do not divide the heads included (both refuse);
 - ``hybrid_model_inputs``: sliding-window + full and GDN hybrids (``hybrid-summed-bytes-per-block``);
 - ``uneven_kv_shard_inputs``: TP sizes that divide the attention heads but not the KV heads, or that the KV heads
-  do not divide (``model-uneven-kv-shards-refused``).
+  do not divide (``model-uneven-kv-shards-refused``);
+- ``hidden_heads_inputs``: Llama and Mistral configs whose hidden_size the heads do not divide, with or without
+  head_dim (``model-head-size-needs-whole-heads``).
 
 A family's layer kinds are those transformers' configs default to (Gemma-2 alternates from a sliding layer 0,
 Gemma-3 makes every k-th layer full, Qwen3-Next every k-th layer full attention among linear ones).
@@ -20,8 +22,9 @@ TP_SIZES = [1, 2, 3, 4, 6, 8, 16, 32]
 _MODEL_DTYPES = ["bfloat16", "float16", "float32"]
 _FULL_CACHE = ["auto", "bfloat16", "float16", "fp8", "fp8_e5m2", "int8_per_token_head", "fp8_per_token_head", "nvfp4"]
 _SLIDING_CACHE = ["auto", "fp8", "fp8_e5m2", "int8_per_token_head", "fp8_per_token_head"]
-_GEMMA_DTYPES = ["bfloat16", "float32"]
-"""vLLM refuses float16 for Gemma-2/3 (numerical instability) and runs a float16 checkpoint in bfloat16."""
+_GEMMA_DTYPES = ["bfloat16", "float16", "float32"]
+"""vLLM refuses float16 for Gemma-2/3 (numerical instability) and runs a float16 checkpoint in bfloat16, as the
+port does (MEM-2.11)."""
 _MLA_CACHE = ["auto", "bfloat16", "fp8", "fp8_ds_mla"]
 
 
@@ -39,7 +42,7 @@ def _attention(draw: st.DrawFn, kv_choices: list[int], multipliers: list[int]) -
                            "hidden_size": heads * draw(st.sampled_from([32, 64, 128])),
                            "torch_dtype": draw(st.sampled_from(_MODEL_DTYPES))}
     if draw(st.booleans()):
-        cfg["head_dim"] = draw(st.sampled_from([64, 80, 128, 256]))
+        cfg["head_dim"] = draw(st.sampled_from([0, 64, 80, 128, 256]))  # 0: unset, hidden / heads
     return cfg
 
 
@@ -52,7 +55,7 @@ def _case(draw: st.DrawFn, cfg: dict[str, Any], cache: list[str], tp: int | None
 def one_group_model_inputs(draw: st.DrawFn) -> dict[str, Any]:
     """Dense, MLA, all-sliding and all-full configs of several families, KV heads that shard evenly."""
     family = draw(st.sampled_from(["dense", "dense", "mla", "layer_types", "gemma2_one", "gemma3_full",
-                                   "qwen3_next_full"]))
+                                   "qwen3_next_full", "bare_window"]))
     cfg = _attention(draw, [1, 2, 4, 8, 16], [1, 2, 3, 4])
     cfg.update(model_type="llama", num_hidden_layers=draw(st.integers(1, 8)))
     cache = _FULL_CACHE
@@ -66,6 +69,9 @@ def one_group_model_inputs(draw: st.DrawFn) -> dict[str, Any]:
         kind = draw(st.sampled_from(["full_attention", "sliding_attention"]))
         cfg.update(sliding_window=1024, layer_types=[kind] * cfg["num_hidden_layers"])
         cache = _FULL_CACHE if kind == "full_attention" else _SLIDING_CACHE
+    elif family == "bare_window":  # a window without layer_types: every layer full attention
+        cfg.update(model_type=draw(st.sampled_from(["llama", "mistral"])),
+                   sliding_window=draw(st.sampled_from([512, 4096])))
     elif family == "gemma2_one":
         cfg.update(model_type="gemma2", num_hidden_layers=1, sliding_window=draw(st.sampled_from([512, 4096])),
                    torch_dtype=draw(st.sampled_from(_GEMMA_DTYPES)))
@@ -136,3 +142,18 @@ def uneven_kv_shard_inputs(draw: st.DrawFn) -> dict[str, Any]:
     cfg = {"model_type": "llama", "num_hidden_layers": draw(st.integers(1, 4)), "num_attention_heads": heads,
            "num_key_value_heads": kv_heads, "hidden_size": heads * 64, "torch_dtype": "bfloat16"}
     return _case(draw, cfg, ["auto", "fp8"], tp=draw(st.sampled_from(sizes)))
+
+
+@st.composite
+def hidden_heads_inputs(draw: st.DrawFn) -> dict[str, Any]:
+    """Llama and Mistral configs with a hidden_size a few units off a multiple of the heads, head_dim given (and
+    even, as RoPE needs) in half of them."""
+    kv_heads = draw(st.sampled_from([1, 2, 4]))
+    heads = kv_heads * draw(st.sampled_from([2, 4]))
+    cfg: dict[str, Any] = {"model_type": draw(st.sampled_from(["llama", "mistral"])),
+                           "num_hidden_layers": draw(st.integers(1, 4)), "num_attention_heads": heads,
+                           "num_key_value_heads": kv_heads, "torch_dtype": "bfloat16",
+                           "hidden_size": heads * 128 + draw(st.integers(1, heads - 1))}
+    if draw(st.booleans()):  # hidden // heads is 128 either way: an even width, as transformers' RoPE check needs
+        cfg["head_dim"] = draw(st.sampled_from([64, 128]))
+    return _case(draw, cfg, ["auto", "fp8"], tp=draw(st.sampled_from([tp for tp in (1, 2) if heads % tp == 0])))

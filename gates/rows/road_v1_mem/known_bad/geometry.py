@@ -59,3 +59,59 @@ def float32_downcast(model: str | Mapping[str, Any], tensor_parallel_size: int, 
     if cfg.get("torch_dtype") == "float32":
         cfg = {**cfg, "torch_dtype": "bfloat16"}
     return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
+def float32_cache_accepted(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                           kv_cache_dtype: str = "auto") -> int:
+    """``--kv-cache-dtype float32`` read as "auto" for a float32 model (vLLM refuses the string)."""
+    return model_bytes_per_block(model, tensor_parallel_size, block_size,
+                                 "auto" if kv_cache_dtype == "float32" else kv_cache_dtype)
+
+
+def head_dim_zero_as_default(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                             kv_cache_dtype: str = "auto") -> int:
+    """``head_dim: 0`` dropped, so the model type's default head_dim applies (vLLM reads hidden / heads)."""
+    cfg = model_config(model)
+    if cfg.get("head_dim") == 0:
+        cfg = {key: value for key, value in cfg.items() if key != "head_dim"}
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
+def bare_window_slides(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                       kv_cache_dtype: str = "auto") -> int:
+    """A Llama config's sliding_window without layer_types applied to every layer (vLLM builds full attention)."""
+    cfg = model_config(model)
+    if cfg.get("sliding_window") is not None and cfg.get("layer_types") is None and \
+            cfg.get("model_type") not in ("gemma2", "gemma3", "gemma3_text") and "full_attention_interval" not in cfg:
+        cfg = {**cfg, "layer_types": ["sliding_attention"] * cfg["num_hidden_layers"]}
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
+def gemma_float16_kept(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                       kv_cache_dtype: str = "auto") -> int:
+    """A float16 Gemma checkpoint run in float16 (vLLM runs it in bfloat16, so a float16 cache is refused)."""
+    cfg = model_config(model)
+    if cfg.get("torch_dtype") == "float16" and cfg.get("model_type") in ("gemma2", "gemma3", "gemma3_text", "glm4") \
+            and kv_cache_dtype == "float16":
+        kv_cache_dtype = "auto"
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
+def hidden_floored(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                   kv_cache_dtype: str = "auto") -> int:
+    """hidden // heads taken as the head width when the heads do not divide hidden_size (vLLM's Mistral reading)."""
+    cfg = model_config(model)
+    if not cfg.get("head_dim") and cfg.get("kv_lora_rank") is None and cfg["hidden_size"] % cfg["num_attention_heads"]:
+        cfg = {**cfg, "head_dim": cfg["hidden_size"] // cfg["num_attention_heads"]}
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
+def hidden_checked_with_head_dim(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                                 kv_cache_dtype: str = "auto") -> int:
+    """hidden_size refused when the heads do not divide it even though head_dim gives the width (transformers'
+    Llama check)."""
+    cfg = model_config(model)
+    if cfg.get("kv_lora_rank") is None and cfg["hidden_size"] % cfg["num_attention_heads"]:
+        raise ValueError(f"hidden_size ({cfg['hidden_size']}) is not a multiple of num_attention_heads "
+                         f"({cfg['num_attention_heads']})")
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)

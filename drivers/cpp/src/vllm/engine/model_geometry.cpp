@@ -21,9 +21,9 @@ const std::vector<std::string>& ModelDTypeNames() {
 }
 
 const std::vector<std::string>& KVCacheDTypes() {
-  static const std::vector<std::string> names = {"auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3",
-                                                 "fp8_e5m2", "fp8_ds_mla", "int8_per_token_head",
-                                                 "fp8_per_token_head", "nvfp4"};
+  // "float32" is not a --kv-cache-dtype (vLLM 0.33.0's KV_CACHE_DTYPES, vllm/config/cache.py).
+  static const std::vector<std::string> names = {"auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2",
+                                                 "fp8_ds_mla", "int8_per_token_head", "fp8_per_token_head", "nvfp4"};
   return names;
 }
 
@@ -103,11 +103,15 @@ bool IsMla(const Json& cfg) { return JsonGet(cfg, "kv_lora_rank") != nullptr; }
 
 int64_t HeadSize(const Json& cfg) {
   if (IsMla(cfg)) return Field(cfg, "kv_lora_rank") + Field(cfg, "qk_rope_head_dim");
-  if (JsonGet(cfg, "head_dim") != nullptr) return Field(cfg, "head_dim");
-  // The transformers config class's default head_dim, which vLLM 0.33.0 reads (MEM-2.10).
+  const Json* head_dim = JsonGet(cfg, "head_dim");
+  int64_t given = -1;
+  const bool zero = head_dim != nullptr && !head_dim->is_boolean() && JsonInt(*head_dim, &given) == JsonIntKind::kFits &&
+                    given == 0;
+  if (head_dim != nullptr && !zero) return Field(cfg, "head_dim");
+  // head_dim 0 is unset (vLLM's get_head_size): hidden / heads. Absent: the config class's default (MEM-2.10).
   const std::string model_type = ModelType(cfg);
-  if (model_type == "gemma2" || model_type == "gemma3_text" || model_type == "qwen3_next") return 256;
-  if (model_type == "qwen3") return 128;
+  if (!zero && (model_type == "gemma2" || model_type == "gemma3_text" || model_type == "qwen3_next")) return 256;
+  if (!zero && model_type == "qwen3") return 128;
   const int64_t hidden = Field(cfg, "hidden_size");
   const int64_t heads = Field(cfg, "num_attention_heads");
   if (hidden % heads) {
@@ -172,7 +176,8 @@ std::vector<std::string> LayerTypes(const Json& cfg) {
     for (int64_t i = 0; i < n; ++i) out.push_back((i + 1) % k == 0 ? "full_attention" : "sliding_attention");
     return out;
   }
-  return std::vector<std::string>(static_cast<size_t>(n), "sliding_attention");
+  // A window without layer_types (Llama, Mistral): vLLM 0.33.0 applies it to no layer (MEM-2.11).
+  return std::vector<std::string>(static_cast<size_t>(n), "full_attention");
 }
 
 std::string ModelDTypeName(const Json& cfg) {
@@ -331,8 +336,28 @@ std::string LayerName(int64_t index, const std::string& kind) {
 
 }  // namespace
 
+// The dtype the model runs in: a float16 checkpoint of a type vLLM never runs in float16 runs in bfloat16, and
+// float16 asked for such a type is refused with vLLM's message (vllm/config/model.py _check_valid_dtype).
+static DType RunDType(const Json& cfg, const std::optional<DType>& requested) {
+  const std::string model_type = ModelType(cfg);
+  const bool no_half = model_type == "gemma2" || model_type == "gemma3" || model_type == "gemma3_text" ||
+                       model_type == "glm4";
+  const Json* named = cfg.contains("torch_dtype") ? &cfg["torch_dtype"] : cfg.contains("dtype") ? &cfg["dtype"] : nullptr;
+  const std::string given = named != nullptr && named->is_string() ? named->get<std::string>() : "";
+  if (requested.has_value() && requested->name != given) {
+    if (no_half && requested->name == "float16") {
+      throw std::invalid_argument("The model type " + vllm::v1::PyStrRepr(model_type) +
+                                  " does not support float16. Reason: Numerical instability. Please use bfloat16 or "
+                                  "float32 instead.");
+    }
+    return *requested;
+  }
+  const std::string checkpoint = ModelDTypeName(cfg);
+  return vllm::v1::DTypeByName(no_half && checkpoint == "float16" ? "bfloat16" : checkpoint);
+}
+
 vllm::v1::KVCacheConfig ProbeKVCacheConfig(const Json& cfg, const ProbeRequest& request, int64_t num_blocks) {
-  const DType model = request.dtype.has_value() ? *request.dtype : vllm::v1::DTypeByName(ModelDTypeName(cfg));
+  const DType model = RunDType(cfg, request.dtype);
   CheckHeadsDivisible(cfg, request.tensor_parallel_size);  // before any layer: hybrids with no attention layer too
   std::vector<std::string> kinds;  // first appearance order; one spec (and group) per kind
   std::vector<std::shared_ptr<vllm::v1::KVCacheSpec>> specs;
