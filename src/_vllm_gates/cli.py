@@ -319,15 +319,12 @@ def _version_text(text: str) -> str:
     return text
 
 
-def _json_text(data: object) -> str:
-    import json
-
-    return json.dumps(data, indent=2) + "\n"
-
-
 def cmd_upstream_drift(args: argparse.Namespace, project: Project) -> int:
     """What changed in the pinned upstream's behaviour, per row and operation, at another release (docs/upstream.md)."""
+    import json
+
     from _vllm_gates.drift import DriftError, Side, as_json, drift, render_markdown, render_text
+    from _vllm_gates.reports import write_atomic
 
     _check_rows(project, args.rows)
     pin = project.config.upstream
@@ -351,11 +348,10 @@ def cmd_upstream_drift(args: argparse.Namespace, project: Project) -> int:
         print(f"gates upstream-drift: {error}", file=sys.stderr)
         return ExitCode.ERROR
     print(render_text(report, pin.package), end="")
-    for target, text in ((args.json, lambda: _json_text(as_json(report, pin.package))),
-                         (args.markdown, lambda: render_markdown(report, pin.package))):
-        if target:
-            Path(target).parent.mkdir(parents=True, exist_ok=True)
-            Path(target).write_text(text(), encoding="utf-8")
+    if args.json:
+        write_atomic(Path(args.json), json.dumps(as_json(report, pin.package), indent=2) + "\n")
+    if args.markdown:
+        write_atomic(Path(args.markdown), render_markdown(report, pin.package))
     return ExitCode.CLAIM_NOT_MET if args.check and report.drifted else ExitCode.OK
 
 

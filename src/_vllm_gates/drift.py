@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 
 from _vllm_gates.config import Config
 from _vllm_gates.model import Gate, GateFile
-from _vllm_gates.plain import NotPlain, encode
+from _vllm_gates.plain import NotPlain, decode, encode
 from _vllm_gates.render import render_value
 from _vllm_gates.targets import resolve
 
@@ -219,8 +219,6 @@ def _clip(text: str, limit: int = SHOWN_CHARS) -> str:
 
 def _shown(outcome: dict[str, Any]) -> str:
     if "value" in outcome:
-        from _vllm_gates.plain import decode
-
         return render_value(decode(outcome["value"]))
     if "raised" in outcome:
         return f"raises {outcome['raised']['type']}: {outcome['raised']['message']}"
@@ -262,11 +260,9 @@ def compare(found: list[Probe], pin: list[dict[str, Any]], other: list[dict[str,
                 reason = reason or why.splitlines()[0][:300]
                 continue
             changed += 1
-            kind = _kind(before, after) if "failed" not in before and "failed" not in after else "error"
+            kind = "error" if "failed" in before or "failed" in after else _kind(before, after)
             kinds[kind] = kinds.get(kind, 0) + 1
             if len(changes) < SHOWN_PER_GATE:
-                from _vllm_gates.plain import decode
-
                 changes.append(Change(found[index].source, _clip(render_value(decode(found[index].encoded))),
                                       _clip(_shown(before)), _clip(_shown(after)), kind))
         result.append(GateDrift(row, gate_id, gate.operation or gate.id, len(indices), same, tuple(changes), changed,

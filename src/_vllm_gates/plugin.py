@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from _vllm_gates import xdist_run
 from _vllm_gates.checks import ResolvedGate, Subject
 from _vllm_gates.config import load_config
 from _vllm_gates.errors import DefinitionError, Location, Problem
@@ -27,7 +28,6 @@ from _vllm_gates.project import second_gate_file, unknown_row
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
 from _vllm_gates.verdicts import not_implemented_skip, requirement_skip
-from _vllm_gates import xdist_run
 from _vllm_gates.workers import WorkerLost, WorkerPool, WorkerSpec
 
 _RUN = pytest.StashKey[GateRun]()
@@ -439,7 +439,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if isinstance(item, GateItem) and xdist_run.is_worker(item.config):
             xdist_run.attach(report, item.identity, item.stash.get(RECORD, None))
     return report
-
 
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the claims join it as test cases
