@@ -334,6 +334,8 @@ def cmd_upstream_drift(args: argparse.Namespace, project: Project) -> int:
         raise UsageError(f"--to {args.to} is the pinned release; name another one")
     if args.examples < 0:
         raise UsageError(f"--examples {args.examples}: expected a count >= 0")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g}: expected seconds > 0")
     site = (args.site or project.config.root / "build" / "upstream" / f"{pin.package}-{args.to}").resolve()
     if not site.is_dir():
         how = f" (bash ci/install-upstream-beside.sh {args.to} installs it there)" if args.site is None else ""

@@ -139,6 +139,7 @@ def test_a_folder_holding_another_release_than_named_is_refused(drift_project):
     (["--to", "1.0"], "--to 1.0 is the pinned release; name another one"),
     (["--to", "2.0", "--site", "/nonexistent/toyup"], "no folder /nonexistent/toyup; or give --site DIR"),
     (["--to", "2.0", "--examples", "-1"], "--examples -1: expected a count >= 0"),
+    (["--to", "2.0", "--timeout", "0"], "--timeout 0: expected seconds > 0"),
 ])
 def test_usage_errors_name_the_flag_and_the_value(drift_project, args, message):
     example, _ = drift_project
