@@ -40,6 +40,53 @@ def _positive(cfg: Mapping[str, Any], key: str) -> int:
     return value
 
 
+def _rotated_fractions(cfg: Mapping[str, Any]) -> list[float]:
+    """The share of a head each RoPE table rotates: the tables' own partial_rotary_factor, else the config's,
+    else Qwen3-Next's class default of a quarter, else the whole head (transformers' configs, MEM-2.10)."""
+    def number(value: Any) -> float | None:
+        return float(value) if type(value) in (int, float) else None
+
+    fallback = number(cfg.get("partial_rotary_factor"))
+    if fallback is None:
+        fallback = 0.25 if cfg.get("model_type") == "qwen3_next" else 1.0
+    tables = cfg.get("rope_parameters")
+    if not isinstance(tables, dict):
+        tables = cfg.get("rope_scaling")
+    if not isinstance(tables, dict):
+        return [fallback]
+    per_layer = [t for t in tables.values() if isinstance(t, dict)] or [tables]
+    shares = [number(t.get("partial_rotary_factor")) for t in per_layer]
+    return [fallback if share is None else share for share in shares]
+
+
+def _rotatable(cfg: Mapping[str, Any], width: int) -> int:
+    """RoPE turns dimensions in pairs: a head turned in full (its rotated part, truncated, is all of it) needs an
+    even width, which transformers' config check demands above 4 dimensions (vLLM reads configs through it)."""
+    for share in _rotated_fractions(cfg):
+        rotated = int(width * share)
+        if rotated == width and width > 4 and rotated % 2 == 1:
+            raise ValueError(f"a head of {width} dimensions is rotated whole, which RoPE cannot do with an odd width")
+    return width
+
+
+def _head_width(cfg: Mapping[str, Any], query_heads: int) -> int:
+    """A KV head's width: head_dim; absent, the config class's default; 0 or null, hidden / heads (a null
+    head_dim is refused by the classes that default it, whose field is typed int)."""
+    model_type = cfg.get("model_type")
+    if "head_dim" in cfg and cfg["head_dim"] is None and model_type in _CLASS_HEAD_DIM:
+        raise ValueError(f"{model_type} configs type head_dim as an int; null is not one")
+    width = cfg["head_dim"] if "head_dim" in cfg else _CLASS_HEAD_DIM.get(model_type)
+    if width is None or (type(width) is int and width == 0):
+        # A head_dim of 0 means "not set" to vLLM, and then the class default is not applied either.
+        hidden = _positive(cfg, "hidden_size")
+        if hidden % query_heads:
+            raise ValueError("hidden_size does not split into the attention heads")
+        width = hidden // query_heads
+    if type(width) is not int or width < 1:
+        raise ValueError(f"head_dim={width!r} is not a width (the port refuses what vLLM reads as unset)")
+    return _rotatable(cfg, width)
+
+
 def kv_heads_on_each_rank(query_heads: int, kv_heads: int, tp: int) -> int:
     """How many distinct KV heads the query heads of one rank read; every rank must need the same
     number, and ranks either split the KV heads without overlap or each keep exactly one."""
@@ -117,20 +164,12 @@ def model_layers(cfg: Mapping[str, Any], tensor_parallel_size: int, block_size: 
                 raise ValueError("latent attention with a sliding window is not modelled")
             if fmt == "per_token_head":
                 raise ValueError("per-token-head scales are not laid out for latent attention here")
-            width = _positive(cfg, "kv_lora_rank") + _positive(cfg, "qk_rope_head_dim")
+            width = _positive(cfg, "kv_lora_rank") + _rotatable(cfg, _positive(cfg, "qk_rope_head_dim"))
             layers.append(PagedLayer(name, "mla", block_size, 1, width, width, storage, fmt))
         else:
             query_heads = _positive(cfg, "num_attention_heads")
             kv_heads = _positive(cfg, "num_key_value_heads") if "num_key_value_heads" in cfg else query_heads
-            # A head_dim of 0 means "not set" to vLLM, and then the class default is not applied either.
-            width = cfg.get("head_dim")
-            if width is None:
-                width = _CLASS_HEAD_DIM.get(cfg.get("model_type"))
-            if width is None or (type(width) is int and width == 0):
-                hidden = _positive(cfg, "hidden_size")
-                if hidden % query_heads:
-                    raise ValueError("hidden_size does not split into the attention heads")
-                width = hidden // query_heads
+            width = _head_width(cfg, query_heads)
             if kind == "sliding" and fmt == "nvfp4":
                 raise ValueError("NVFP4 is laid out for full attention only")
             heads = kv_heads_on_each_rank(query_heads, kv_heads, tp)

@@ -111,3 +111,77 @@ def util_path_num_blocks(case: Mapping[str, Any]) -> int:
     if blocks < 1:
         raise ValueError(f"a KV budget of {budget} bytes holds no block of {bytes_per_block} bytes")
     return int(blocks)
+
+
+# ------------------------------------------------------------------------------------------------ util-path deviations
+
+FALLBACK = "util-path-unprofiled-fallback"
+INT32_BOUND = "util-path-int32-block-count"
+_INT32_MAX = 2**31 - 1
+_FALLBACK_BLOCKS = 256
+"""The C++ port's default pool when nothing sized it (vllm_model_params, MEM-1.7): the declared figure."""
+
+
+def planned_num_blocks(kv: Mapping[str, Any], available_memory: int) -> int:
+    """``get_kv_cache_config_from_groups(vllm_config, groups, available_memory).num_blocks``
+    (vllm/v1/core/kv_cache_planning.py): vLLM's own block count for a budget, one group of ``num_layers``
+    FullAttentionSpec layers, the layout resolved as the engine core resolves it."""
+    from vllm.v1.core import kv_cache_planning
+
+    from upstream import kv_fit
+
+    specs = kv_fit._layer_specs(kv["num_layers"], kv["block_size"], kv["num_kv_heads"], kv["head_size"], kv["dtype"],
+                                None)
+    config = kv_fit._config(4096, kv["block_size"], None, specs)
+    groups = kv_cache_planning.get_kv_cache_groups(config, dict(specs))
+    return int(kv_cache_planning.get_kv_cache_config_from_groups(config, groups, available_memory).num_blocks)
+
+
+def _bytes_per_block(kv: Mapping[str, Any]) -> int:
+    from upstream import kv_fit
+
+    return kv_fit.pool_bytes_per_block(kv["num_layers"], kv["block_size"], kv["num_kv_heads"], kv["head_size"],
+                                       kv["dtype"])
+
+
+def _within_int32(blocks: int, budget: int, kv: Mapping[str, Any]) -> int:
+    """``util-path-int32-block-count``: a count above INT32_MAX must be vLLM's planner's unbounded answer; then the
+    refusal we declare."""
+    if blocks <= _INT32_MAX:
+        return blocks
+    if blocks != budget // _bytes_per_block(kv):
+        raise _stale(INT32_BOUND, f"plan {budget} // {_bytes_per_block(kv)} blocks without a bound", blocks)
+    raise ValueError(f"{blocks} KV blocks, more than the {_INT32_MAX} an engine counts (declared: "
+                     "vllm_model_params.num_blocks is an int32_t)")
+
+
+def util_path_as_declared(case: Mapping[str, Any]) -> int:
+    """The util-path deviations of spec/deviations.yaml on a UTIL-PATH CASE, each first checked against vLLM 0.33.0:
+
+    - unprofiled (``util-path-unprofiled-fallback``): asserts ``Worker.determine_available_memory`` runs its model
+      runner's ``profile_run`` before it returns any budget, with or without kv_cache_memory_bytes (vLLM has no
+      path that sizes a pool without one), then the port's declared answer: 256 blocks without the byte knob, else
+      vLLM's planner's count for the knob;
+    - profiled: :func:`util_path_num_blocks`'s budget, counted by vLLM's planner (:func:`planned_num_blocks`);
+    - a count above INT32_MAX (``util-path-int32-block-count``): asserts it is the planner's own unbounded count,
+      then the declared refusal (ValueError). A budget below one block is refused, as vLLM's fit check refuses it.
+    """
+    from upstream import memory
+
+    kv, kv_bytes = case["kv"], int(case.get("kv_cache_memory_bytes", 0))
+    if case.get("profiled", True):
+        budget = memory.worker_available_memory(case, kv_bytes) if kv_bytes else available_kv_cache_memory(case)
+    else:
+        try:
+            _, runs = memory.worker_run({**case, "gpu_memory_utilization": 0.01}, kv_bytes)
+        except (ValueError, AssertionError):
+            runs = None  # refused at start-up or by its profiling assert: no budget without the device either
+        if runs == 0:
+            raise _stale(FALLBACK, "profile the model before it returns a KV budget", "a budget with no profile_run")
+        if not kv_bytes:
+            return _FALLBACK_BLOCKS
+        budget = kv_bytes
+    blocks = planned_num_blocks(kv, budget)
+    if blocks < 1:
+        raise ValueError(f"a KV budget of {budget} bytes holds no block of {_bytes_per_block(kv)} bytes")
+    return _within_int32(blocks, budget, kv)

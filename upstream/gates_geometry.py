@@ -10,6 +10,11 @@
 - ``uneven_kv_shards_as_declared``: the checking view of ``model-uneven-kv-shards-refused``.
 - ``float32_checkpoint_as_declared``: the checking view of ``model-dtype-is-checkpoint``.
 - ``hidden_heads_as_declared``: the checking view of ``model-head-size-needs-whole-heads``.
+- ``negative_head_dim_as_declared``: the checking view of ``model-negative-head-dim-refused``.
+
+transformers' refusals of a config field while vLLM reads it (an odd head width RoPE would rotate whole, a null
+``head_dim`` where the config class types it int) are not ValueErrors; ``_layers`` reports them as one, as the port
+refuses them.
 
 Each checking view first asserts vLLM still behaves as the deviation declares (``AssertionError`` naming it if
 not, which no implementation's answer agrees with), then answers with what we declare, derived from vLLM's own
@@ -45,6 +50,11 @@ def _layers(config: Mapping[str, Any], tensor_parallel_size: int, block_size: in
     except ValueError as exc:
         raise ValueError(f"vLLM 0.33.0 refuses the model at tensor parallel size {tensor_parallel_size}: "
                          f"{model_geometry.message_of(exc)}") from None
+    except Exception as exc:  # noqa: BLE001  (transformers' config validation: not a ValueError)
+        refused = model_geometry.config_refusal(exc)
+        if refused is None:
+            raise
+        raise ValueError(f"vLLM 0.33.0 refuses the config.json while transformers reads it: {refused}") from None
 
 
 def _uneven_kv(layers: Any) -> tuple[int, int] | None:
@@ -191,3 +201,32 @@ def hidden_heads_as_declared(config: Mapping[str, Any], tensor_parallel_size: in
                          f"(declared: no head_dim to size the heads with)")
     return model_bytes_per_block({**config, "hidden_size": heads * int(head_dim)}, tensor_parallel_size,
                                  block_size, kv_cache_dtype)
+
+
+NEGATIVE_HEAD_DIM = "model-negative-head-dim-refused"
+
+
+def negative_head_dim_as_declared(config: Mapping[str, Any], tensor_parallel_size: int = 1, block_size: int = 16,
+                                  kv_cache_dtype: str = "auto") -> int:
+    """``model-negative-head-dim-refused``: asserts vLLM 0.33.0 still reads a negative ``head_dim`` as unset, a head
+    size of hidden // heads (``get_head_size``, vllm/transformers_utils/model_arch_config_convertor.py, takes only a
+    positive head_dim), whatever the type's default; then the refusal we declare (``ValueError`` naming the field).
+    ``head_dim: 0``, the boundary, is unset in both: vLLM's own pool block (:func:`model_bytes_per_block`)."""
+    from upstream import model_geometry
+
+    head_dim = config.get("head_dim")
+    if head_dim == 0 and type(head_dim) is int:  # the boundary, unset in both: vLLM's own pool block
+        return model_bytes_per_block(config, tensor_parallel_size, block_size, kv_cache_dtype)
+    if type(head_dim) is not int or head_dim >= 0:
+        raise AssertionError(f"negative_head_dim_as_declared: head_dim {head_dim!r} is not negative; not a "
+                             f"{NEGATIVE_HEAD_DIM} case")
+    expected = int(config["hidden_size"]) // int(config["num_attention_heads"])
+    try:
+        got: object = model_geometry.geometry(config, tensor_parallel_size, block_size, kv_cache_dtype,
+                                              dtype="auto")["head_size"]
+    except Exception as exc:  # noqa: BLE001  (a refusal, of any class, is what the declaration says vLLM lacks)
+        got = f"{type(exc).__name__}: {exc}"
+    if got != expected:
+        raise _stale(NEGATIVE_HEAD_DIM, f"vLLM was declared to read head_dim {head_dim} as unset, a head size of "
+                                        f"hidden_size // num_attention_heads = {expected}, but gave {got!r}")
+    raise ValueError(f"config.json head_dim {head_dim} is negative (declared: refused, where vLLM reads it as unset)")

@@ -10,8 +10,9 @@ exceed the peak or the reserved bytes; i.e. no cached-but-free workspace beyond 
 vLLM's code runs as it is (vllm/utils/mem_utils.py ``MemorySnapshot.measure``, ``memory_profiling``; vllm/v1/worker/
 utils.py ``request_memory``); only the device is faked: ``torch.accelerator.memory_stats`` / ``get_memory_info`` /
 ``memory_reserved`` / ``empty_cache`` / ``reset_peak_memory_stats`` answer the case's readings in the order vLLM
-measures (before_create, before_profile, after_profile), ``time.time`` answers the snapshot's timestamp, and the
-platform is not a UMA device. The KV budget is then the line of ``Worker.determine_available_memory``
+measures (before_create, before_profile, after_profile), ``time.time`` answers the snapshot's timestamp, the
+garbage collection before each reading is skipped (it cannot move a faked reading), and the platform is not a UMA
+device. The KV budget is then the line of ``Worker.determine_available_memory``
 (vllm/v1/worker/gpu_worker.py): ``requested_memory - non_kv_cache_memory`` (no CUDA-graph estimate: none is
 captured here); the worker itself needs a model runner and is not run.
 """
@@ -67,6 +68,11 @@ class _FakeDevice:
         return float(self.current["timestamp"])
 
 
+# memory_profiling collects garbage before each reading so that freed tensors leave the device; the readings here
+# are the case's, which no collection can change, and a full collection over vLLM's heap costs ~0.65 s a call.
+_NO_COLLECTOR = SimpleNamespace(collect=lambda generation=2: 0)
+
+
 @contextmanager
 def _faked(snapshots: Mapping[str, Mapping[str, Any]], follow_profile: bool = False) -> Iterator[_FakeDevice]:
     device = _FakeDevice(snapshots, follow_profile)
@@ -78,6 +84,7 @@ def _faked(snapshots: Mapping[str, Mapping[str, Any]], follow_profile: bool = Fa
             mock.patch.object(torch.accelerator, "empty_cache", lambda *a, **k: None), \
             mock.patch.object(torch.accelerator, "reset_peak_memory_stats", device.reset_peak_memory_stats), \
             mock.patch.object(mem_utils, "time", fake_time), \
+            mock.patch.object(mem_utils, "gc", _NO_COLLECTOR), \
             mock.patch.object(type(current_platform), "is_integrated_gpu", classmethod(lambda cls, *a: False)):
         yield device
 
@@ -156,6 +163,12 @@ def worker_available_memory(case: Mapping[str, Any], kv_cache_memory_bytes: int 
     vLLM's own profiling check (an ``assert`` that free memory did not grow) raises
     ``AssertionError``; no CUDA graphs are profiled on this platform.
     """
+    return worker_run(case, kv_cache_memory_bytes)[0]
+
+
+def worker_run(case: Mapping[str, Any], kv_cache_memory_bytes: int = 0) -> tuple[int, int]:
+    """:func:`worker_available_memory`'s run, with how many times the worker called its model runner's
+    ``profile_run`` before it returned the budget: ``(budget, profile runs)``."""
     from vllm.v1.worker.gpu_worker import Worker
 
     from upstream._config import vllm_config
@@ -164,14 +177,19 @@ def worker_available_memory(case: Mapping[str, Any], kv_cache_memory_bytes: int 
     cache_config = CacheConfig(gpu_memory_utilization=case["gpu_memory_utilization"],
                                kv_cache_memory_bytes=kv_cache_memory_bytes or None)
     config.cache_config = cache_config
+    runs = []
     with _faked(case["snapshots"], follow_profile=True) as device:
         init_snapshot = mem_utils.MemorySnapshot(device=case["device"])
-        runner = SimpleNamespace(model_memory_usage=case.get("weights_memory", 0),
-                                 profile_run=lambda randomize_inputs=False: device.advance("after_profile"),
+
+        def profile_run(randomize_inputs: bool = False) -> None:
+            runs.append(randomize_inputs)
+            device.advance("after_profile")
+
+        runner = SimpleNamespace(model_memory_usage=case.get("weights_memory", 0), profile_run=profile_run,
                                  profile_cudagraph_memory=lambda: 0)
         worker = SimpleNamespace(vllm_config=config, cache_config=cache_config, model_config=config.model_config,
                                  parallel_config=config.parallel_config, init_snapshot=init_snapshot,
                                  requested_memory=request_memory(init_snapshot, cache_config), model_runner=runner,
                                  randomize_dummy_inputs=False, use_v2_model_runner=False)
         worker._scoped_allocator_max_split = Worker._scoped_allocator_max_split.__get__(worker)
-        return int(Worker.determine_available_memory(worker))
+        return int(Worker.determine_available_memory(worker)), len(runs)

@@ -92,6 +92,16 @@ def refusal(config: Mapping[str, Any], tensor_parallel_size: int) -> str | None:
     return None
 
 
+def config_refusal(exc: BaseException) -> str | None:
+    """The text of transformers' refusal of a config.json field while vLLM reads it (huggingface_hub's
+    ``StrictDataclass*ValidationError``: a config class's validator such as ``validate_rope``,
+    transformers/modeling_rope_utils.py, or a field's type, e.g. Gemma2Config's int ``head_dim``), else None.
+    These are not ValueErrors; the gates' views report them as one."""
+    if type(exc).__module__.startswith("huggingface_hub") and "ValidationError" in type(exc).__name__:
+        return " ".join(str(exc).split())
+    return None
+
+
 def message_of(exc: ValueError) -> str:
     """A ValueError's text; for pydantic's ValidationError (VllmConfig's validators), its validators' messages."""
     errors = getattr(exc, "errors", None)

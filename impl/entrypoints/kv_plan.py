@@ -32,6 +32,7 @@ from impl.entrypoints.model_geometry import (
     KV_CACHE_DTYPES,
     MODEL_DTYPE_NAMES,
     ProbeRequest,
+    auto_run_dtype_name,
     derived_max_model_len,
     load_model_config,
     probe_kv_cache_config,
@@ -77,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _model_dtype(flag: str, cfg: Mapping[str, Any], path: str) -> PlainDType:
-    """``--dtype``, or for ``auto`` the config's ``torch_dtype`` (or ``dtype``); refusals mention ``--dtype``."""
+    """The dtype the model runs in (MEM-2.11): an explicit ``--dtype`` as given (the geometry refuses float16 for
+    Gemma-2/3 then, as vLLM does), or for ``auto`` vLLM's resolution of the config's ``torch_dtype`` (or
+    ``dtype``): a float16 Gemma-2/3 checkpoint runs in bfloat16 (vllm/config/model.py). Refusals mention ``--dtype``."""
     if flag != "auto":
         return PLAIN_DTYPES[flag]
     key = "torch_dtype" if cfg.get("torch_dtype") is not None else "dtype"
@@ -88,7 +91,7 @@ def _model_dtype(flag: str, cfg: Mapping[str, Any], path: str) -> PlainDType:
     if name not in MODEL_DTYPE_NAMES:
         raise ConfigError(f"{path}: {key!r} must be one of {list(MODEL_DTYPE_NAMES)}, got {name!r}; "
                           f"or give the model's dtype with --dtype {choices}")
-    return PLAIN_DTYPES[name]
+    return PLAIN_DTYPES[auto_run_dtype_name(cfg, name)]
 
 
 def _probe(cfg: Mapping[str, Any], request: ProbeRequest, path: str) -> KVCacheConfig:

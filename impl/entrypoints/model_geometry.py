@@ -96,24 +96,66 @@ def is_mla(cfg: Mapping[str, Any]) -> bool:
 DEFAULT_HEAD_DIMS = {"gemma2": 256, "gemma3_text": 256, "qwen3_next": 256, "qwen3": 128}
 """``head_dim`` of a config.json that omits it, by model_type: the transformers config class's default, which
 vLLM 0.33.0 reads (vllm/transformers_utils/model_arch_config_convertor.py ``get_head_size``); other types fall back
-to hidden / heads (MEM-2.10)."""
+to hidden / heads (MEM-2.10). These classes type head_dim as an int: a ``head_dim: null`` is refused."""
+
+ROTARY_FACTOR_DEFAULTS = {"qwen3_next": 0.25}
+"""``partial_rotary_factor`` of a config.json that gives none, by model_type (Qwen3NextConfig's default); other
+types rotate the whole head (1.0)."""
+_SMALLEST_CHECKED_ROTARY = 5
+"""transformers lets odd fully rotated widths up to 4 through (its tiny test checkpoints)."""
+
+
+def _factor(value: Any, fallback: float) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else fallback
+
+
+def rotary_factors(cfg: Mapping[str, Any]) -> tuple[float, ...]:
+    """The ``partial_rotary_factor`` of each RoPE table (MEM-2.10): ``rope_parameters`` (or the older
+    ``rope_scaling``; one table per layer type when nested), each defaulting to the top-level key, then to the
+    type's default (``ROTARY_FACTOR_DEFAULTS``), then 1.0, as transformers' configs standardize them
+    (transformers/modeling_rope_utils.py ``standardize_rope_params``); a value that is not a number is unset."""
+    top = _factor(cfg.get("partial_rotary_factor"), ROTARY_FACTOR_DEFAULTS.get(cfg.get("model_type"), 1.0))
+    rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), Mapping) else cfg.get("rope_scaling")
+    if not isinstance(rope, Mapping):
+        return (top,)
+    nested = [table for table in rope.values() if isinstance(table, Mapping)]
+    return tuple(_factor(table.get("partial_rotary_factor"), top) for table in (nested or [rope])) or (top,)
+
+
+def check_rotary_width(cfg: Mapping[str, Any], width: int, what: str) -> int:
+    """``width`` when RoPE can rotate it: an odd width above 4 that a table rotates whole is refused naming
+    ``what`` and the value, as vLLM 0.33.0 refuses it while reading the config (transformers'
+    ``validate_rope``, transformers/modeling_rope_utils.py; vllm/transformers_utils/config.py)."""
+    if width < _SMALLEST_CHECKED_ROTARY or width % 2 == 0:
+        return width
+    for factor in rotary_factors(cfg):
+        if int(width * factor) == width:
+            raise ValueError(f"{what} ({width}) is odd, but RoPE rotates this head whole (partial_rotary_factor "
+                             f"{factor}) and rotates pairs of dimensions: vLLM refuses an odd rotated width above 4")
+    return width
 
 
 def head_size(cfg: Mapping[str, Any]) -> int:
     """K/V head width: MLA's ``kv_lora_rank + qk_rope_head_dim``, else ``head_dim``, else the model type's default
     head_dim (``DEFAULT_HEAD_DIMS``), else hidden / heads. ``head_dim: 0`` is a head_dim left unset (vLLM's
-    ``get_head_size``, vllm/transformers_utils/model_arch_config_convertor.py): hidden / heads, not the default."""
+    ``get_head_size``, vllm/transformers_utils/model_arch_config_convertor.py): hidden / heads, not the default;
+    ``head_dim: null`` is hidden / heads too, and refused for a type with a default (its config class refuses it).
+    The rotated width (MLA's ``qk_rope_head_dim``, else the head) is checked by ``check_rotary_width``."""
     if is_mla(cfg):
-        return _field(cfg, "kv_lora_rank") + _field(cfg, "qk_rope_head_dim")
+        rope = check_rotary_width(cfg, _field(cfg, "qk_rope_head_dim"), "qk_rope_head_dim")
+        return _field(cfg, "kv_lora_rank") + rope
+    if "head_dim" in cfg and cfg["head_dim"] is None and cfg.get("model_type") in DEFAULT_HEAD_DIMS:
+        raise ValueError(f"config.json head_dim is null, but a {cfg['model_type']} config needs an int head_dim "
+                         f"(omit it for the type's default, {DEFAULT_HEAD_DIMS[cfg['model_type']]})")
     unset = cfg.get("head_dim") is None or (type(cfg["head_dim"]) is int and cfg["head_dim"] == 0)
     if not unset:
-        return _field(cfg, "head_dim")
-    if cfg.get("head_dim") is None and cfg.get("model_type") in DEFAULT_HEAD_DIMS:
+        return check_rotary_width(cfg, _field(cfg, "head_dim"), "head_dim")
+    if "head_dim" not in cfg and cfg.get("model_type") in DEFAULT_HEAD_DIMS:
         return DEFAULT_HEAD_DIMS[cfg["model_type"]]
     hidden, heads = _field(cfg, "hidden_size"), _field(cfg, "num_attention_heads")
     if hidden % heads:
         raise ValueError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads})")
-    return hidden // heads
+    return check_rotary_width(cfg, hidden // heads, "head_dim from hidden_size / num_attention_heads")
 
 
 def kv_heads_per_rank(cfg: Mapping[str, Any], tensor_parallel_size: int) -> int:
@@ -172,17 +214,23 @@ FLOAT16_REFUSED = {"gemma2", "gemma3", "gemma3_text", "glm4"}
 _FLOAT16_REASON = "Numerical instability. Please use bfloat16 or float32 instead."
 
 
+def auto_run_dtype_name(cfg: Mapping[str, Any], checkpoint: str) -> str:
+    """vLLM's ``--dtype auto`` for a checkpoint dtype (MEM-2.11): the checkpoint's, but a float16 checkpoint of a
+    type in ``FLOAT16_REFUSED`` runs in bfloat16 (on a bf16-capable device; vllm/config/model.py
+    ``_resolve_auto_dtype``)."""
+    return "bfloat16" if checkpoint == "float16" and cfg.get("model_type") in FLOAT16_REFUSED else checkpoint
+
+
 def run_dtype_name(cfg: Mapping[str, Any], requested: str | None = None) -> str:
-    """The dtype the model runs in (MEM-2.11): ``requested`` (kv-plan's --dtype), else the checkpoint's; a float16
-    checkpoint of a type in ``FLOAT16_REFUSED`` runs in bfloat16 (vLLM's --dtype auto on a bf16-capable device),
-    and float16 asked for such a type is refused with vLLM's message (``_check_valid_dtype``)."""
+    """The dtype the model runs in (MEM-2.11): ``requested`` is an explicit ``--dtype`` (float16 for a type in
+    ``FLOAT16_REFUSED`` is refused with vLLM's message, ``_check_valid_dtype``, even on a float16 checkpoint);
+    None is ``--dtype auto`` (``auto_run_dtype_name`` of the checkpoint's dtype)."""
     model_type = cfg.get("model_type")
     if requested is not None:
         if requested == "float16" and model_type in FLOAT16_REFUSED:
             raise ValueError(f"The model type {model_type!r} does not support float16. Reason: {_FLOAT16_REASON}")
         return requested
-    name = model_dtype_name(cfg)
-    return "bfloat16" if name == "float16" and model_type in FLOAT16_REFUSED else name
+    return auto_run_dtype_name(cfg, model_dtype_name(cfg))
 
 
 def model_dtype(cfg: Mapping[str, Any]) -> torch.dtype:
@@ -279,13 +327,11 @@ def _gdn_spec(cfg: Mapping[str, Any], request: ProbeRequest, model: DType) -> Ma
 
 
 def _run_dtype(cfg: Mapping[str, Any], requested: DType | None) -> DType:
-    """``run_dtype_name`` as a dtype of the request's kind; a requested dtype equal to the checkpoint's is the
-    checkpoint's own (kv-plan's ``--dtype auto`` passes it resolved), so a float16 Gemma checkpoint runs in bfloat16."""
+    """``run_dtype_name`` as a dtype of the request's kind: a requested dtype is an explicit ``--dtype`` (kv-plan
+    resolves ``auto`` with ``auto_run_dtype_name`` before it asks), None the checkpoint's under ``--dtype auto``."""
     if requested is None:
         return model_dtype(cfg)
-    name = dtype_name(requested)
-    checkpoint = cfg.get("torch_dtype", cfg.get("dtype"))
-    return dtype_like(run_dtype_name(cfg, None if name == checkpoint else name), requested)
+    return dtype_like(run_dtype_name(cfg, dtype_name(requested)), requested)
 
 
 def _layer_name(index: int, kind: str) -> str:

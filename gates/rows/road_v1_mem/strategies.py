@@ -297,7 +297,7 @@ def model_inputs(draw: st.DrawFn) -> dict[str, Any]:
                            "num_key_value_heads": kv_heads,
                            "torch_dtype": draw(st.sampled_from(["bfloat16", "float16", "float32"]))}
     if draw(st.booleans()):
-        cfg["head_dim"] = draw(st.sampled_from([64, 80, 128, 256]))
+        cfg["head_dim"] = draw(st.sampled_from([64, 80, 128, 256, 125]))  # 125: odd, refused (RoPE)
     cfg["hidden_size"] = cfg["num_attention_heads"] * draw(st.sampled_from([32, 64, 96, 128]))
     cache_dtypes = ["auto", "float16", "fp8", "fp8_e5m2", "int8_per_token_head", "fp8_per_token_head", "nvfp4"]
     if family == "mla":

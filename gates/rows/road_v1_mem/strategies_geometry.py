@@ -7,7 +7,11 @@ hybrid pools; upstream/gates_geometry.py), split by which vLLM 0.33.0 behaviour 
 - ``uneven_kv_shard_inputs``: TP sizes that divide the attention heads but not the KV heads, or that the KV heads
   do not divide (``model-uneven-kv-shards-refused``);
 - ``hidden_heads_inputs``: Llama and Mistral configs whose hidden_size the heads do not divide, with or without
-  head_dim (``model-head-size-needs-whole-heads``).
+  head_dim (``model-head-size-needs-whole-heads``);
+- ``negative_head_dim_inputs``: a negative head_dim (``model-negative-head-dim-refused``).
+
+One-group inputs include odd rotated widths (``_odd_rotary``), refused or accepted by both as transformers' RoPE
+check decides.
 
 A family's layer kinds are those transformers' configs default to (Gemma-2 alternates from a sliding layer 0,
 Gemma-3 makes every k-th layer full, Qwen3-Next every k-th layer full attention among linear ones).
@@ -51,6 +55,22 @@ def _case(draw: st.DrawFn, cfg: dict[str, Any], cache: list[str], tp: int | None
             "block_size": draw(st.sampled_from([1, 16, 32])), "kv_cache_dtype": draw(st.sampled_from(cache))}
 
 
+def _odd_rotary(draw: st.DrawFn, cfg: dict[str, Any]) -> None:
+    """An odd rotated width (MEM-2.10): transformers' RoPE check refuses one above 4 that a table rotates whole,
+    which vLLM 0.33.0 reads configs through; up to 4, or partly rotated (partial_rotary_factor, Qwen3-Next's default
+    0.25), it is accepted."""
+    if cfg.get("kv_lora_rank") is not None:
+        cfg["qk_rope_head_dim"] = draw(st.sampled_from([63, 65]))
+    else:
+        cfg["head_dim"] = draw(st.sampled_from([3, 125, 127]))
+    placement = draw(st.sampled_from(["none", "none", "top", "rope_parameters", "rope_scaling"]))
+    factor = draw(st.sampled_from([0.5, 1.0]))
+    if placement == "top":
+        cfg["partial_rotary_factor"] = factor
+    elif placement != "none":
+        cfg[placement] = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": factor}
+
+
 @st.composite
 def one_group_model_inputs(draw: st.DrawFn) -> dict[str, Any]:
     """Dense, MLA, all-sliding and all-full configs of several families, KV heads that shard evenly."""
@@ -83,7 +103,12 @@ def one_group_model_inputs(draw: st.DrawFn) -> dict[str, Any]:
         cfg.update(model_type="qwen3_next", full_attention_interval=1, linear_num_key_heads=2,
                    linear_num_value_heads=4, linear_key_head_dim=32, linear_value_head_dim=32,
                    linear_conv_kernel_dim=4)
+    if family in ("dense", "mla", "gemma2_one", "qwen3_next_full") and draw(st.integers(0, 3)) == 0:
+        _odd_rotary(draw, cfg)
     case = _case(draw, cfg, cache)
+    width = cfg.get("head_dim") or 0
+    if case["kv_cache_dtype"] == "nvfp4" and width % 2:  # an accepted odd width: kv-spec-nvfp4-width-multiple-of-16
+        case["kv_cache_dtype"] = "auto"
     if case["kv_cache_dtype"] == "fp8_ds_mla":  # FlashMLA's 576-wide latent only (kv-spec-fp8-ds-mla-fields)
         cfg.update(kv_lora_rank=512, qk_rope_head_dim=64)
     if family != "mla" and not kv_shards_evenly(cfg["num_attention_heads"], cfg["num_key_value_heads"],
@@ -156,4 +181,17 @@ def hidden_heads_inputs(draw: st.DrawFn) -> dict[str, Any]:
                            "hidden_size": heads * 128 + draw(st.integers(1, heads - 1))}
     if draw(st.booleans()):  # hidden // heads is 128 either way: an even width, as transformers' RoPE check needs
         cfg["head_dim"] = draw(st.sampled_from([64, 128]))
+    return _case(draw, cfg, ["auto", "fp8"], tp=draw(st.sampled_from([tp for tp in (1, 2) if heads % tp == 0])))
+
+
+@st.composite
+def negative_head_dim_inputs(draw: st.DrawFn) -> dict[str, Any]:
+    """Llama, Mistral and one-layer Gemma-2 configs with a negative head_dim (``model-negative-head-dim-refused``),
+    hidden_size an even multiple of the heads; one in five at head_dim 0, the boundary both read as unset."""
+    cfg = _attention(draw, [1, 2, 4], [1, 2])
+    cfg.update(model_type=draw(st.sampled_from(["llama", "mistral", "gemma2"])),
+               num_hidden_layers=draw(st.integers(1, 3)), head_dim=draw(st.sampled_from([-1, -64, -128, -257, 0])))
+    if cfg["model_type"] == "gemma2":
+        cfg.update(num_hidden_layers=1, sliding_window=512, torch_dtype="bfloat16")
+    heads = cfg["num_attention_heads"]
     return _case(draw, cfg, ["auto", "fp8"], tp=draw(st.sampled_from([tp for tp in (1, 2) if heads % tp == 0])))

@@ -1,6 +1,7 @@
 """Generated util-path-num-blocks inputs for ``upstream-profile-util-blocks`` (gate.yaml; upstream/gates_fit.py
 ``util_path_num_blocks``): profile-util-blocks' inputs, profiled only (vLLM always profiles or takes the byte knob),
-and with block counts the port can hold (an int32, MEM-3.5), which vLLM does not bound."""
+and with block counts the port can hold (an int32, MEM-3.5), which vLLM does not bound; ``util_deviation_inputs``
+for ``upstream-util-path-deviations``, the rest."""
 from __future__ import annotations
 
 from typing import Any
@@ -28,3 +29,9 @@ def _fits_int32(case: dict[str, Any]) -> bool:
 def profiled_blocks_inputs() -> st.SearchStrategy[dict[str, Any]]:
     """blocks_inputs with a profile, whose pools the port's int32 block count holds."""
     return blocks_inputs().map(lambda case: {**case, "profiled": True}).filter(_fits_int32)
+
+
+def util_deviation_inputs() -> st.SearchStrategy[dict[str, Any]]:
+    """blocks_inputs where the port's util path differs from vLLM's as declared: no profile (the 256-block
+    fallback, or the byte knob alone), or a pool that may count more blocks than an int32 holds."""
+    return blocks_inputs().filter(lambda case: not case["profiled"] or not _fits_int32(case))

@@ -43,6 +43,10 @@ int64_t KVHeadsPerRank(const Json& cfg, int64_t tensor_parallel_size);
 std::vector<std::string> LayerTypes(const Json& cfg);
 // The checkpoint dtype's name, from torch_dtype (or the newer dtype).
 std::string ModelDTypeName(const Json& cfg);
+// Model types vLLM 0.33.0 never runs in float16 (_FLOAT16_NOT_SUPPORTED_MODELS, vllm/config/model.py).
+bool FloatSixteenRefused(const std::string& model_type);
+// vLLM's --dtype auto for a checkpoint dtype: a float16 checkpoint of such a type runs in bfloat16 (MEM-2.11).
+std::string AutoRunDTypeName(const Json& cfg, const std::string& checkpoint);
 
 // A length as Python computed it: an int, or a float once a rope factor scaled it.
 struct ModelLength {
@@ -58,7 +62,8 @@ struct ModelLength {
 // std::nullopt when the config has none of the length keys.
 std::optional<ModelLength> DerivedMaxModelLen(const Json& cfg);
 
-// What a probe is built for: ranks, dtypes and block size. dtype std::nullopt takes the config's.
+// What a probe is built for: ranks, dtypes and block size. dtype is an explicit --dtype; std::nullopt is --dtype auto
+// (the config's, as vLLM runs it).
 struct ProbeRequest {
   int64_t tensor_parallel_size = 1;
   std::optional<vllm::v1::DType> dtype;

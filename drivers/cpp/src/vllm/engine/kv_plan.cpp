@@ -44,7 +44,8 @@ int64_t Int(const Namespace& args, const std::string& dest) {
   return value != nullptr && std::holds_alternative<int64_t>(*value) ? std::get<int64_t>(*value) : 0;
 }
 
-// --dtype, or for auto the config's torch_dtype (or dtype); refusals mention --dtype.
+// The dtype the model runs in: an explicit --dtype as given (the geometry refuses float16 for Gemma-2/3), or for
+// auto vLLM's resolution of the config's torch_dtype (or dtype); refusals mention --dtype (MEM-2.11).
 vllm::v1::DType ModelDType(const std::string& flag, const Json& cfg, const std::string& path) {
   if (flag != "auto") return vllm::v1::DTypeByName(flag);
   const std::string key = JsonGet(cfg, "torch_dtype") != nullptr ? "torch_dtype" : "dtype";
@@ -60,7 +61,7 @@ vllm::v1::DType ModelDType(const std::string& flag, const Json& cfg, const std::
     throw ConfigError(path + ": '" + key + "' must be one of ['float16', 'bfloat16', 'float32'], got " +
                       PyJsonRepr(*name) + "; or give the model's dtype with --dtype " + choices);
   }
-  return vllm::v1::DTypeByName(text);
+  return vllm::v1::DTypeByName(AutoRunDTypeName(cfg, text));
 }
 
 // --max-model-len, or the model's own limit when 0; a length above the model's is refused, as vLLM does.

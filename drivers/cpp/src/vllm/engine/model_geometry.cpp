@@ -101,24 +101,72 @@ void CheckHeadsDivisible(const Json& cfg, int64_t tensor_parallel_size) {
 
 bool IsMla(const Json& cfg) { return JsonGet(cfg, "kv_lora_rank") != nullptr; }
 
+// A number of a config (not a bool), else fallback: impl/entrypoints/model_geometry.py _factor.
+double Factor(const Json* value, double fallback) {
+  return value != nullptr && value->is_number() ? value->get<double>() : fallback;
+}
+
+// partial_rotary_factor of each RoPE table, as transformers standardizes them (MEM-2.10): rope_parameters (or
+// rope_scaling; one table per layer type when nested), each defaulting to the top-level key, then to the type's
+// default (Qwen3-Next 0.25), then 1.0.
+std::vector<double> RotaryFactors(const Json& cfg) {
+  const double top = Factor(JsonGet(cfg, "partial_rotary_factor"), ModelType(cfg) == "qwen3_next" ? 0.25 : 1.0);
+  const Json* rope = JsonGet(cfg, "rope_parameters");
+  if (rope == nullptr || !rope->is_object()) rope = JsonGet(cfg, "rope_scaling");
+  if (rope == nullptr || !rope->is_object()) return {top};
+  std::vector<double> factors;
+  for (const auto& item : rope->items()) {
+    if (item.value().is_object()) factors.push_back(Factor(JsonGet(item.value(), "partial_rotary_factor"), top));
+  }
+  if (factors.empty()) factors.push_back(Factor(JsonGet(*rope, "partial_rotary_factor"), top));
+  return factors;
+}
+
+// width when RoPE can rotate it: an odd width above 4 that a table rotates whole is refused, as vLLM 0.33.0 refuses
+// it reading the config (transformers' validate_rope).
+int64_t CheckRotaryWidth(const Json& cfg, int64_t width, const std::string& what) {
+  if (width < 5 || width % 2 == 0) return width;
+  for (double factor : RotaryFactors(cfg)) {
+    if (static_cast<int64_t>(static_cast<double>(width) * factor) == width) {
+      throw std::invalid_argument(what + " (" + std::to_string(width) + ") is odd, but RoPE rotates this head whole "
+                                  "(partial_rotary_factor " + vllm::v1::PyFloatRepr(factor) + ") and rotates pairs of "
+                                  "dimensions: vLLM refuses an odd rotated width above 4");
+    }
+  }
+  return width;
+}
+
+int64_t DefaultHeadDim(const std::string& model_type) {
+  if (model_type == "gemma2" || model_type == "gemma3_text" || model_type == "qwen3_next") return 256;
+  if (model_type == "qwen3") return 128;
+  return 0;
+}
+
 int64_t HeadSize(const Json& cfg) {
-  if (IsMla(cfg)) return Field(cfg, "kv_lora_rank") + Field(cfg, "qk_rope_head_dim");
+  if (IsMla(cfg)) {
+    const int64_t rope = CheckRotaryWidth(cfg, Field(cfg, "qk_rope_head_dim"), "qk_rope_head_dim");
+    return Field(cfg, "kv_lora_rank") + rope;
+  }
+  const std::string model_type = ModelType(cfg);
+  const bool present = cfg.is_object() && cfg.contains("head_dim");
+  if (present && cfg["head_dim"].is_null() && DefaultHeadDim(model_type) != 0) {
+    throw std::invalid_argument("config.json head_dim is null, but a " + model_type + " config needs an int head_dim "
+                                "(omit it for the type's default, " + std::to_string(DefaultHeadDim(model_type)) + ")");
+  }
   const Json* head_dim = JsonGet(cfg, "head_dim");
   int64_t given = -1;
   const bool zero = head_dim != nullptr && !head_dim->is_boolean() && JsonInt(*head_dim, &given) == JsonIntKind::kFits &&
                     given == 0;
-  if (head_dim != nullptr && !zero) return Field(cfg, "head_dim");
-  // head_dim 0 is unset (vLLM's get_head_size): hidden / heads. Absent: the config class's default (MEM-2.10).
-  const std::string model_type = ModelType(cfg);
-  if (!zero && (model_type == "gemma2" || model_type == "gemma3_text" || model_type == "qwen3_next")) return 256;
-  if (!zero && model_type == "qwen3") return 128;
+  if (head_dim != nullptr && !zero) return CheckRotaryWidth(cfg, Field(cfg, "head_dim"), "head_dim");
+  // head_dim 0 or null is unset (vLLM's get_head_size): hidden / heads. Absent: the config class's default (MEM-2.10).
+  if (!present && DefaultHeadDim(model_type) != 0) return DefaultHeadDim(model_type);
   const int64_t hidden = Field(cfg, "hidden_size");
   const int64_t heads = Field(cfg, "num_attention_heads");
   if (hidden % heads) {
     throw std::invalid_argument("hidden_size (" + std::to_string(hidden) + ") is not a multiple of " +
                                 "num_attention_heads (" + std::to_string(heads) + ")");
   }
-  return hidden / heads;
+  return CheckRotaryWidth(cfg, hidden / heads, "head_dim from hidden_size / num_attention_heads");
 }
 
 int64_t KVHeadsPerRank(const Json& cfg, int64_t tensor_parallel_size) {
@@ -336,24 +384,28 @@ std::string LayerName(int64_t index, const std::string& kind) {
 
 }  // namespace
 
+bool FloatSixteenRefused(const std::string& model_type) {
+  return model_type == "gemma2" || model_type == "gemma3" || model_type == "gemma3_text" || model_type == "glm4";
+}
+
+std::string AutoRunDTypeName(const Json& cfg, const std::string& checkpoint) {
+  return checkpoint == "float16" && FloatSixteenRefused(ModelType(cfg)) ? "bfloat16" : checkpoint;
+}
+
 // The dtype the model runs in: a float16 checkpoint of a type vLLM never runs in float16 runs in bfloat16, and
 // float16 asked for such a type is refused with vLLM's message (vllm/config/model.py _check_valid_dtype).
 static DType RunDType(const Json& cfg, const std::optional<DType>& requested) {
+  // requested: an explicit --dtype (kv-plan resolves auto with AutoRunDTypeName first); nullopt: --dtype auto.
   const std::string model_type = ModelType(cfg);
-  const bool no_half = model_type == "gemma2" || model_type == "gemma3" || model_type == "gemma3_text" ||
-                       model_type == "glm4";
-  const Json* named = cfg.contains("torch_dtype") ? &cfg["torch_dtype"] : cfg.contains("dtype") ? &cfg["dtype"] : nullptr;
-  const std::string given = named != nullptr && named->is_string() ? named->get<std::string>() : "";
-  if (requested.has_value() && requested->name != given) {
-    if (no_half && requested->name == "float16") {
+  if (requested.has_value()) {
+    if (requested->name == "float16" && FloatSixteenRefused(model_type)) {
       throw std::invalid_argument("The model type " + vllm::v1::PyStrRepr(model_type) +
                                   " does not support float16. Reason: Numerical instability. Please use bfloat16 or "
                                   "float32 instead.");
     }
     return *requested;
   }
-  const std::string checkpoint = ModelDTypeName(cfg);
-  return vllm::v1::DTypeByName(no_half && checkpoint == "float16" ? "bfloat16" : checkpoint);
+  return vllm::v1::DTypeByName(AutoRunDTypeName(cfg, ModelDTypeName(cfg)));
 }
 
 vllm::v1::KVCacheConfig ProbeKVCacheConfig(const Json& cfg, const ProbeRequest& request, int64_t num_blocks) {

@@ -83,7 +83,8 @@ int CheckedBlockCount(int64_t num_blocks, int64_t bytes_per_block, const std::st
     throw std::invalid_argument(source + " over " + std::to_string(bytes_per_block) + " bytes per block is " +
                                 std::to_string(num_blocks) +
                                 " blocks, more than the int32_t block count holds (at most " +
-                                std::to_string(kInt32Max) + "); lower it or set an explicit --num-blocks");
+                                std::to_string(kInt32Max) + ": vllm_model_params.num_blocks is an int32_t); lower it or "
+                                "set an explicit --num-blocks");
   }
   return static_cast<int>(num_blocks);
 }
