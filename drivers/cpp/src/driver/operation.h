@@ -51,4 +51,4 @@ struct Registrar {
 #define GATES_CONCAT_(a, b) a##b
 #define GATES_CONCAT(a, b) GATES_CONCAT_(a, b)
 // GATES_OPERATION("resolve-num-blocks", [](const gates::Value& input) -> gates::Value { ... });
-#define GATES_OPERATION(name, ...) static ::gates::Registrar GATES_CONCAT(gates_registrar_, __LINE__)(name, __VA_ARGS__)
+#define GATES_OPERATION(name, ...) static ::gates::Registrar GATES_CONCAT(gates_registrar_, __COUNTER__)(name, __VA_ARGS__)
