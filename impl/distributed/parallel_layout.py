@@ -49,6 +49,11 @@ class ParallelDims:
         """Number of ranks; DCP groups ranks of the (pcp, tp) block and adds none (TP-1.2)."""
         return self.external_dp * self.dp * self.pp * self.pcp * self.tp
 
+    @cached_property
+    def group_shapes(self) -> dict[str, tuple[int, int, int, int]]:
+        """Each kind's (blocks, block_stride, block_len, step), worked out once per world (TP-1.8's rank_group)."""
+        return {kind: _shape_of(self, kind) for kind in GROUP_KINDS}
+
 
 @dataclass(frozen=True)
 class RankCoords:
@@ -210,6 +215,14 @@ class RankGroup:
 
 
 def _members(dims: ParallelDims, kind: str) -> tuple[int, int, int, int]:
+    """(blocks, block_stride, block_len, step) of a ``kind`` group (``_shape_of``, kept per world)."""
+    try:
+        return dims.group_shapes[kind]
+    except (KeyError, TypeError):
+        raise ValueError(f"kind={kind!r} is not a group kind; accepted: {', '.join(GROUP_KINDS)}") from None
+
+
+def _shape_of(dims: ParallelDims, kind: str) -> tuple[int, int, int, int]:
     """(blocks, block_stride, block_len, step) of a ``kind`` group, read off vLLM's reshapes (TP-1.4 to TP-1.7)."""
     if kind == "tp":  # view(-1, tp): consecutive chunks
         return 1, dims.tp, dims.tp, 1
@@ -231,14 +244,29 @@ def _members(dims: ParallelDims, kind: str) -> tuple[int, int, int, int]:
     raise ValueError(f"kind={kind!r} is not a group kind; accepted: {', '.join(GROUP_KINDS)}")
 
 
+_SET_START, _SET_BLOCKS, _SET_BLOCK_STRIDE, _SET_BLOCK_LEN, _SET_STEP = (
+    getattr(StridedRanks, name).__set__ for name in StridedRanks.__slots__)
+
+
 def rank_group(dims: ParallelDims, rank: int, kind: str) -> RankGroup:
-    """The ``kind`` group holding ``rank``, from the rank's strides alone, never the table (TP-1.8)."""
-    check_rank(dims, rank)
+    """The ``kind`` group holding ``rank``, from the rank's strides alone, never the table (TP-1.8).
+
+    The group is valid by construction (a shape of ``_shape_of`` and a rank of the world), so its fields are set
+    without the constructors' checks, which are for values from elsewhere."""
+    if type(dims) is not ParallelDims or type(rank) is not int or not 0 <= rank < dims.world_size:
+        check_rank(dims, rank)
     blocks, block_stride, block_len, step = _members(dims, kind)
     block = (rank // block_stride) % blocks
     offset = (rank // step) % block_len
-    ranks = StridedRanks(rank - block * block_stride - offset * step, blocks, block_stride, block_len, step)
-    return RankGroup(ranks=ranks, local_rank=block * block_len + offset)
+    ranks = object.__new__(StridedRanks)
+    _SET_START(ranks, rank - block * block_stride - offset * step)
+    _SET_BLOCKS(ranks, blocks)
+    _SET_BLOCK_STRIDE(ranks, block_stride)
+    _SET_BLOCK_LEN(ranks, block_len)
+    _SET_STEP(ranks, step)
+    group = object.__new__(RankGroup)
+    group.__dict__.update(ranks=ranks, local_rank=block * block_len + offset)
+    return group
 
 
 @lru_cache(maxsize=1)
