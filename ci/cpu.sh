@@ -20,6 +20,17 @@ python -m _vllm_gates.cli run --impl cpp --marker cpu --json "$reports/gates-cpu
   --markdown "$reports/gates-cpu-cpp.md" --junit "$reports/cpu-cpp.xml" || cpp_status=$?
 [ "$status" -ne 0 ] || status=$cpp_status
 
+# The audit tables of both runs, from their reports: every audit stand-in and known-bad was judged there once;
+# `--evidence` reuses those verdicts under the gates' current fingerprints and runs nothing again.
+echo "== gates audit --marker cpu (python, then cpp), from the runs' reports"
+for run in "python:gates-cpu.json" "cpp:gates-cpu-cpp.json"; do
+  impl="${run%%:*}" report="$reports/${run#*:}"
+  [ -f "$report" ] || { echo "ci/cpu.sh: no $report: no audit for $impl"; [ "$status" -ne 0 ] || status=3; continue; }
+  audit_status=0
+  python -m _vllm_gates.cli audit --marker cpu --impl "$impl" --evidence "$report" || audit_status=$?
+  [ "$status" -ne 0 ] || status=$audit_status
+done
+
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
   for md in "$reports/gates-cpu.md" "$reports/gates-cpu-cpp.md"; do [ -f "$md" ] && cat "$md" >> "$GITHUB_STEP_SUMMARY"; done
 fi

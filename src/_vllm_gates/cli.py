@@ -98,15 +98,17 @@ def _in_folder(folder: Path) -> Iterator[None]:
         os.chdir(saved)
 
 
-def _pytest(config: Config, args: list[str], options: dict[str, object] | None = None) -> int:
-    """One pytest run over the project's gate files; its exit status is the plugin's verdict.
+def _pytest(config: Config, args: list[str], options: dict[str, object] | None = None,
+            targets: list[str] | None = None) -> int:
+    """One pytest run over the project's gate files (or the node ids ``targets``); its exit status is the plugin's
+    verdict.
 
     With no gate file at all there is nothing for pytest to collect: ``options`` (a run's) then judge the rows
     (EMPTY: no gate file) and write the same reports without it.
     """
     import pytest
 
-    files = [str(p) for p in config.gate_files()]
+    files = targets if targets is not None else [str(p) for p in config.gate_files()]
     if not files:
         print(f"no gate file matches rows = {list(config.rows)} in [{SECTION}]")
         if options is None:
@@ -202,8 +204,17 @@ def cmd_audit(args: argparse.Namespace, project: Project) -> int:
     _check_marker(project.config, args.marker)
     rows = _rows_to_judge(project, args.rows, None)
     impl = _implementation(project.config, args.impl)
-    return _pytest(project.config, ["--gates-audit", *_marker_args(args.marker), *_row_args(rows),
-                                    *([f"--gates-impl={impl}"] if impl else [])])
+    options = ["--gates-audit", *_marker_args(args.marker), *_row_args(rows), *([f"--gates-impl={impl}"] if impl else [])]
+    if not args.evidence:
+        return _pytest(project.config, options)
+    from _vllm_gates.audit_evidence import audit_on_evidence
+    from _vllm_gates.evidence import EvidenceError
+
+    try:
+        return audit_on_evidence(project, rows, "" if args.marker == "all" else args.marker, impl or "python",
+                                 args.evidence, lambda nodes: _pytest(project.config, options, targets=nodes))
+    except EvidenceError as error:
+        raise UsageError(str(error)) from None
 
 
 def _implementation(config: Config, name: str | None) -> str | None:
@@ -405,6 +416,9 @@ def parser() -> argparse.ArgumentParser:
     audit.add_argument("rows", nargs="*")
     audit.add_argument("--marker", default="all", help=MARKER_CHOICES_HELP + " (default: all)")
     audit.add_argument("--impl", metavar="NAME", help="the implementation whose worker answers the audit stand-in (default: python)")
+    audit.add_argument("--evidence", action="append", default=[], metavar="F",
+                       help="a run's --json report: the gates it judged under their current fingerprints are audited "
+                            "from its items, not run again; the others run (repeatable)")
     sub.add_parser("coverage", help="requirement ids in the spec files that no gate covers")
     affected = sub.add_parser("affected", help="rows that changes since --base can affect: files their gates import, their "
                                                "sources, row folder, gate file, spec or roadmap entry; every row when the "
@@ -518,7 +532,7 @@ def _main(argv: list[str] | None) -> int:
         config = _project_config(args.root)
         if args.command == "check-independence":
             return cmd_check_independence(args, Project(config, None, (), {}, {}))  # type: ignore[arg-type]
-        if args.command in ("run", "audit") and not getattr(args, "changed_since", None):
+        if args.command in ("run", "audit") and not getattr(args, "changed_since", None) and not getattr(args, "evidence", None):
             # pytest parses the gate files; here only the roadmap is needed (the rows asked for must exist)
             project = Project(config, load_roadmap_of(config), (), {}, {})
         else:

@@ -1,0 +1,115 @@
+"""`gates audit --evidence F`: the audit table from a run that already judged the audit items and known-bads.
+
+Every gate run judges each gate's audit stand-in and known-bads as items (README, `gates audit`), so a run's JSON
+report holds the audit. A gate's audit is taken from a report only when that report executed the gate under the
+fingerprint the gate has now, with the implementation audited here, on a real device, and holds its audit item and
+an item for every known-bad the gate declares now; the other gates' items are run (issue 15: nothing twice).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Callable, Mapping
+
+from _vllm_gates.audit import AuditLine, audit_exit_code, audit_lines, audit_table
+from _vllm_gates.evidence import EvidenceError, load_evidence
+from _vllm_gates.exitcodes import ExitCode
+from _vllm_gates.fingerprints import Fingerprinter
+from _vllm_gates.items import ItemKind
+from _vllm_gates.model import Gate, GateFile
+from _vllm_gates.project import Project
+from _vllm_gates.verdicts import ItemResult
+
+_ITEM_FIELDS = tuple(f.name for f in fields(ItemResult))
+
+
+@dataclass(frozen=True)
+class Split:
+    """The selected gates' audit items found in evidence (with the report each came from), and the node ids of the
+    items of the gates that must run here."""
+
+    found: Mapping[tuple[str, str], tuple[str, tuple[ItemResult, ...]]]
+    to_run: tuple[str, ...]
+
+
+def _audit_items(path: Path, shown: str) -> dict[tuple[str, str], list[ItemResult]]:
+    """The audit and known-bad items of a run report, by (row, gate); EvidenceError when a record is malformed."""
+    document = json.loads(path.read_text(encoding="utf-8"))  # load_evidence has read and checked it already
+    found: dict[tuple[str, str], list[ItemResult]] = {}
+    try:
+        for item in document["items"]:
+            if item["kind"] in (ItemKind.AUDIT.value, ItemKind.KNOWN_BAD.value):
+                result = ItemResult(**{name: item[name] for name in _ITEM_FIELDS if name in item})
+                found.setdefault((result.row, result.gate), []).append(result)
+    except (KeyError, TypeError) as exc:
+        raise EvidenceError(f"--evidence {shown}: malformed item record ({type(exc).__name__}: {exc})") from None
+    return found
+
+
+def _wanted(gate: Gate) -> set[str]:
+    return {"audit", *(f"known_bad[{kb.name}]" for kb in gate.known_bad)}
+
+
+def selected_gates(project: Project, rows: list[str], markexpr: str) -> list[tuple[GateFile, Gate]]:
+    """The gates `gates audit ROW… --marker M` audits: those of the rows asked for (all when none) whose markers the
+    -m expression selects (every gate for ``all``)."""
+    from _pytest.mark.expression import Expression
+
+    expression = Expression.compile(markexpr) if markexpr else None
+    return [(gf, gate) for gf in project.gate_files if not rows or gf.row in rows for gate in gf.gates
+            if expression is None or expression.evaluate(lambda name, /, **kwargs: name in gate.markers)]
+
+
+def split(project: Project, gates: list[tuple[GateFile, Gate]], evidence: list[str], impl: str) -> Split:
+    """Which gates' audits the evidence reports hold as the gates are now, and which must run; EvidenceError names a
+    report that cannot be read."""
+    usable: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (row, gate) -> [(fingerprint, report)]
+    items: dict[str, dict[tuple[str, str], list[ItemResult]]] = {}
+    for shown in evidence:
+        path = Path(shown)
+        for entry in load_evidence(path, shown):
+            if entry.impl == impl and not entry.simulated:
+                usable.setdefault((entry.row, entry.gate), []).append((entry.fingerprint, shown))
+        items[shown] = _audit_items(path, shown)
+    maker = Fingerprinter(project.config, impl)
+    found: dict[tuple[str, str], tuple[str, tuple[ItemResult, ...]]] = {}
+    to_run: list[str] = []
+    for gate_file, gate in gates:
+        key = (gate_file.row, gate.id)
+        now = maker.gate(gate_file, gate, project.roadmap.row(gate_file.row)).fingerprint if key in usable else None
+        for fingerprint, shown in usable.get(key, ()):
+            held = [i for i in items[shown].get(key, ()) if i.name in _wanted(gate)]
+            if fingerprint == now and {i.name for i in held} == _wanted(gate):
+                found[key] = (shown, tuple(held))
+                break
+        else:
+            to_run.extend(f"{gate_file.path}::{gate.id}::{name}" for name in sorted(_wanted(gate)))
+    return Split(found, tuple(to_run))
+
+
+def audit_on_evidence(project: Project, rows: list[str], markexpr: str, impl: str, evidence: list[str],
+                      run: Callable[[list[str]], int]) -> int:
+    """Print the audit table of the gates the evidence holds, run the audit of the others through ``run`` (given
+    their items' node ids; it prints its own table), and return the worse of the two exit codes."""
+    parts = split(project, selected_gates(project, rows, markexpr), evidence, impl)
+    lines: list[AuditLine] = audit_lines([i for _, held in parts.found.values() for i in held])
+    sources = sorted({shown for shown, _ in parts.found.values()})
+    if lines:
+        print(f"from evidence ({', '.join(sources)}): {len(lines)} gate(s) audited there, under the fingerprints "
+              f"they have now; not run again")
+        print(audit_table(lines))
+    codes = [audit_exit_code(lines)] if lines else []
+    if parts.to_run:
+        gates = len({node.rsplit("::", 1)[0] for node in parts.to_run})
+        print(f"\nno usable evidence for {gates} gate(s) (not in a report, stale, or another implementation): "
+              f"running their audit here")
+        codes.append(ExitCode(run(list(parts.to_run))))
+    if not codes:
+        print("nothing to audit: no gate is selected")
+        return ExitCode.EMPTY
+    for code in (ExitCode.ERROR, ExitCode.CLAIM_NOT_MET, ExitCode.INTERRUPTED, ExitCode.USAGE):
+        if code in codes:
+            return code
+    return ExitCode.OK if ExitCode.OK in codes else codes[0]
+
