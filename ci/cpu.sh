@@ -9,9 +9,15 @@ cd "$(dirname "$0")/.."
 reports="${GATES_REPORTS:-reports}"
 mkdir -p "$reports"
 
-echo "== pytest -m cpu"
+# Split over one pytest-xdist worker per core, a whole test or gate file to each (a gate file's subjects then start
+# once, in one worker); the controller alone judges, and the reports are a serial run's (tests/harness/test_xdist_runs.py).
+# GATES_CI_WORKERS=0 runs it serially.
+workers="${GATES_CI_WORKERS:-$(nproc 2>/dev/null || echo 1)}"
+split=()
+[ "$workers" -gt 1 ] && split=(-n "$workers" --dist loadfile)
+echo "== pytest -m cpu ${split[*]}"
 status=0
-python -m pytest -m cpu --junitxml="$reports/cpu.xml" --gates-json="$reports/gates-cpu.json" \
+python -m pytest -m cpu "${split[@]}" --junitxml="$reports/cpu.xml" --gates-json="$reports/gates-cpu.json" \
   --gates-markdown="$reports/gates-cpu.md" || status=$?
 
 echo "== gates run --impl cpp --marker cpu (the C++ implementation in drivers/cpp, built when out of date)"

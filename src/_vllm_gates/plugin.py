@@ -110,8 +110,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def _may_collect_gate_files(config: pytest.Config, run: GateRun) -> bool:
     """Whether some argument of this session (a path, or a folder above one) holds a gate file of the project."""
     base = Path(config.invocation_params.dir)
-    args = [(base / arg.split("::")[0]).resolve() for arg in config.args] or [base.resolve()]
-    return any(arg == path or arg in path.parents for path in (p.resolve() for p in run.project.gate_files()) for arg in args)
+    args = {(base / arg.split("::")[0]).resolve() for arg in config.args} or {base.resolve()}
+    for path in (p.resolve() for p in run.project.gate_files()):  # one set lookup per folder, not per argument
+        if path in args or not args.isdisjoint(path.parents):
+            return True
+    return False
 
 
 def _load_evidence(paths: list[str]) -> list[GateEvidence]:

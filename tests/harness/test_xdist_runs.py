@@ -65,3 +65,13 @@ def test_only_the_controller_writes_the_report(example):
     assert code == 0, text
     assert report["rows"] and all(item["outcome"] == "passed" for item in report["items"])
     assert text.count("checks in") == 1  # one row table, the controller's
+
+
+def test_whole_gate_files_to_each_worker_report_what_a_serial_run_does(example):
+    """CI's split (ci/cpu.sh: `-n N --dist loadfile`): two rows' gate files on two workers, the same report."""
+    example.add_row("SECOND-ROW")
+    serial_code, serial, serial_text = _run(example.root, "serial")
+    split_code, split, split_text = _run(example.root, "split", "-n", "2", "--dist", "loadfile")
+    assert split_code == serial_code == 0, serial_text + split_text
+    assert _normalised(split) == _normalised(serial)
+    assert {row["row"] for row in split["rows"]} == {"EXAMPLE-ROW", "SECOND-ROW"}
