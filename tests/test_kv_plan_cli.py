@@ -206,8 +206,12 @@ def test_head_reads_three_lines_without_a_traceback():
 
 
 def test_ctrl_c_is_one_line_and_130():
-    code = ("import os, signal, sys\nfrom impl.entrypoints import kv_plan\n"
-            "kv_plan.plan = lambda args: os.kill(os.getpid(), signal.SIGINT)\nsys.exit(kv_plan.main())")
+    code = ("import os, signal, sys, time\nfrom impl.entrypoints import kv_plan\n"
+            "def plan(args):\n    os.kill(os.getpid(), signal.SIGINT)\n"
+            # Python raises the interrupt at its next check for pending signals, which need not come before the
+            # caller reads plan's result (a bare return once failed there in CI): plan runs on until it comes
+            "    while True:\n        time.sleep(0.01)\n"
+            "kv_plan.plan = plan\nsys.exit(kv_plan.main())")
     done = subprocess.run([sys.executable, "-c", code, "--model-config", str(LLAMA)], cwd=REPO, capture_output=True,
                           text=True, timeout=30)
     assert (done.returncode, done.stderr) == (130, "kv-plan: interrupted\n")
