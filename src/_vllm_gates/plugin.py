@@ -74,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
                   markdown_path=config.getoption("gates_markdown"), impl=implementation.name)
     run.requested_rows = _requested_rows(run, list(config.getoption("gates_row") or ()), config.getoption("gates_changed_since"))
     run.markexpr = config.option.markexpr or ""
+    run.collect_only = bool(config.option.collectonly)
     run.evidence = _load_evidence(list(config.getoption("gates_evidence") or ()))
     config.stash[_RUN] = run
     _stop_on_sigterm(run)
@@ -235,18 +236,48 @@ def _unrunnable_markers(run: GateRun) -> frozenset[str]:
     return frozenset(wanting) if wanting and upstream_unavailable_reason(run.project) else frozenset()
 
 
+SHARED_CHECKER = "<collect-only checks>"  # the worker key of --collect-only's shared checkers (no gate file has it)
+
+
 def check_targets(run: GateRun, gate_file: GateFile) -> dict[str, list[Problem]]:
     """Have each role's worker resolve its targets (none is imported here); the problems by gate id. An external
     implementation's impl worker is asked nothing here: its ready lists the operations it answers."""
     by_role = _targets_by_role(gate_file, _unrunnable_markers(run))
     if run.pool.spec.external:
         by_role["impl"] = []
-    messages = {(gate_file.path, role): {"op": "check", "targets": [
+    messages = {role: {"op": "check", "targets": [
         {"key": key, "target": ref.dotted, "anchor": ref.anchor, **({"signature_of": impl.dotted} if impl else {})}
         for key, ref, impl in entries]} for role, entries in by_role.items() if entries}
-    replies = run.pool.request_many(messages, CHECK_TIMEOUT)
+    if run.collect_only:
+        replies = _checked_in_shared_workers(run, gate_file, messages)
+    else:
+        replies = _ask_by_role(run, gate_file.path, messages)
+    return _check_problems(by_role, replies)
+
+
+def _ask_by_role(run: GateRun, where: str, messages: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any] | WorkerLost]:
+    found = run.pool.request_many({(where, role): message for role, message in messages.items()}, CHECK_TIMEOUT)
+    return {role: reply for (_, role), reply in found.items()}
+
+
+def _checked_in_shared_workers(run: GateRun, gate_file: GateFile, messages: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any] | WorkerLost]:
+    """--collect-only: one checker per role resolves every file's targets (a listing judges nothing, so it need not
+    start three workers per file); a role it finds any problem in, or that it could not answer, is checked again
+    in the file's own worker, whose answer stands, so another row's code in the shared checker cannot break a
+    listing. A run that executes the gates checks each file in its own workers, before any call."""
+    shared = _ask_by_role(run, SHARED_CHECKER, messages)
+    doubtful = [role for role, reply in shared.items()
+                if isinstance(reply, WorkerLost) or "error" in reply or reply.get("result", {}).get("problems") != []]
+    if doubtful:
+        shared.update(_ask_by_role(run, gate_file.path, {role: messages[role] for role in doubtful}))
+    return shared
+
+
+def _check_problems(by_role: dict[str, list[tuple[str, TargetRef, TargetRef | None]]],
+                    replies: dict[str, dict[str, Any] | WorkerLost]) -> dict[str, list[Problem]]:
+    """The problems the check replies name, by gate id; a lost worker or a broken reply is a problem of each target."""
     problems: dict[str, list[Problem]] = {}
-    for (_, role), reply in replies.items():
+    for role, reply in replies.items():
         refs = {key: ref for key, ref, _ in by_role[role]}
         if isinstance(reply, WorkerLost) or "error" in reply:
             text = str(reply) if isinstance(reply, WorkerLost) else str(reply["error"].get("message"))

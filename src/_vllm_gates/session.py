@@ -66,6 +66,7 @@ class GateRun:
     declared: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # the manifest: items of each gate
     gate_markers: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     markexpr: str = ""
+    collect_only: bool = False  # --collect-only: nothing is judged, so one shared checker per role resolves targets
     interrupted: str | None = None
     previous_sigterm: Any = None
     previous_sigint: Any = None
