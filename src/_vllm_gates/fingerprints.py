@@ -43,6 +43,8 @@ class Fingerprinter:
         self.config, self.impl, self.version = config, impl, __version__
         self.graph = graph or import_graph(config)
         self._files: dict[str, str] = {}
+        self._relative: dict[Path, str] = {}
+        self._root: Path | None = None
 
     def file(self, relative: str) -> str:
         """The sha256 of a project file; "missing" when there is none."""
@@ -101,7 +103,13 @@ class Fingerprinter:
         return sorted(f for f in found if not any(matches_source(f, p) for p in exclude))
 
     def relative(self, path: Path) -> str:
-        return path.resolve().relative_to(self.config.root.resolve()).as_posix()
+        """The project-relative name of a file (resolved once per path: every gate of a row names the same files)."""
+        found = self._relative.get(path)
+        if found is None:
+            if self._root is None:
+                self._root = self.config.root.resolve()
+            found = self._relative[path] = path.resolve().relative_to(self._root).as_posix()
+        return found
 
     def gate(self, gate_file: GateFile, gate: Gate, row: Row | None) -> GateFingerprint:
         """The fingerprint of one gate of ``gate_file``; ``row`` is its roadmap entry (None: not in the roadmap)."""

@@ -56,12 +56,16 @@ def parity_cell(row: Any) -> str:
 def one_line(text: str) -> str:
     """A table cell's text on one line: control characters (newline, tab, escape, ...) and line separators written
     as escapes."""
+    if text.isascii() and text.isprintable():  # the common cell: nothing to escape
+        return text
     return "".join(ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch
                    for ch in text)
 
 
 def display_width(text: str) -> int:
     """Terminal columns ``text`` takes: wide (East Asian) characters two, combining and format characters none."""
+    if text.isascii():  # no ASCII character is wide, combining or a format character
+        return len(text)
     width = 0
     for ch in text:
         if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
