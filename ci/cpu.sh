@@ -13,6 +13,10 @@ mkdir -p "$reports"
 # once, in one worker); the controller alone judges, and the reports are a serial run's (tests/harness/test_xdist_runs.py).
 # GATES_CI_WORKERS=0 runs it serially.
 workers="${GATES_CI_WORKERS:-$(nproc 2>/dev/null || echo 1)}"
+case "$workers" in
+  ''|*[!0-9]*) echo "ci/cpu.sh: GATES_CI_WORKERS must be a whole number of pytest workers (0 or 1: serial), got '$workers'" >&2
+               exit 2 ;;
+esac
 split=()
 [ "$workers" -gt 1 ] && split=(-n "$workers" --dist loadfile)
 echo "== pytest -m cpu ${split[*]}"

@@ -37,7 +37,7 @@ from impl.entrypoints.model_geometry import (
     load_model_config,
     probe_kv_cache_config,
 )
-from impl.entrypoints.model_loader import C_INT_MEMBERS, EngineParams, resolve_kv_pool
+from impl.entrypoints.model_loader import EngineParams, resolve_kv_pool
 from impl.v1.core.kv_pool_groups import VLLM_VERSION, unmodelled_reason, vllm_pool
 from impl.v1.dtypes import PLAIN_DTYPES, PlainDType
 from impl.v1.kv_cache_interface import AttentionSpec, KVCacheConfig, SlidingWindowSpec, cdiv, kv_bytes_per_block
@@ -124,16 +124,6 @@ def _max_model_len(requested: int, cfg: Mapping[str, Any], path: str) -> int:
     return requested
 
 
-def _checked_block_count(num_blocks: int, params: EngineParams, bytes_per_block: int) -> int:
-    """A resolved block count that fits the int32_t ``num_blocks`` an engine is given (a budget can overshoot it)."""
-    _, _, maximum = C_INT_MEMBERS["num_blocks"]
-    if num_blocks > maximum:
-        raise FlagError(f"--kv-cache-memory {params.kv_cache_memory_bytes} bytes makes {num_blocks} KV blocks of "
-                        f"{bytes_per_block} bytes, more than the {maximum} an engine counts (vllm_model_params."
-                        "num_blocks is an int32_t); give a smaller budget or --num-blocks")
-    return num_blocks
-
-
 def plan(args: argparse.Namespace) -> dict[str, Any]:
     """Resolve the pool for parsed flags; raises ValueError (FlagError, ConfigError) on a bad config or knob."""
     params = checked_engine_params(args)
@@ -151,7 +141,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         warnings.simplefilter("always")
         sizing = resolve_kv_pool(params, probe)
     bpb = kv_bytes_per_block(probe)
-    num_blocks = _checked_block_count(sizing.num_blocks, params, bpb)
+    num_blocks = sizing.num_blocks  # resolve_kv_pool refuses a count an int32_t cannot hold, naming the flag
     groups, request_bytes = [], 0
     for index, group in enumerate(probe.kv_cache_groups):
         spec, layers = group.kv_cache_spec, len(group.layer_names)

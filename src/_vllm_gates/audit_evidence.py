@@ -7,13 +7,12 @@ an item for every known-bad the gate declares now; the other gates' items are ru
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from _vllm_gates.audit import AuditLine, audit_exit_code, audit_lines, audit_table
-from _vllm_gates.evidence import EvidenceError, load_evidence
+from _vllm_gates.evidence import EvidenceError, evidence_in, read_run_report
 from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.fingerprints import Fingerprinter
 from _vllm_gates.items import ItemKind
@@ -33,9 +32,8 @@ class Split:
     to_run: tuple[str, ...]
 
 
-def _audit_items(path: Path, shown: str) -> dict[tuple[str, str], list[ItemResult]]:
+def _audit_items(document: Mapping[str, Any], shown: str) -> dict[tuple[str, str], list[ItemResult]]:
     """The audit and known-bad items of a run report, by (row, gate); EvidenceError when a record is malformed."""
-    document = json.loads(path.read_text(encoding="utf-8"))  # load_evidence has read and checked it already
     found: dict[tuple[str, str], list[ItemResult]] = {}
     try:
         for item in document["items"]:
@@ -67,11 +65,11 @@ def split(project: Project, gates: list[tuple[GateFile, Gate]], evidence: list[s
     usable: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (row, gate) -> [(fingerprint, report)]
     items: dict[str, dict[tuple[str, str], list[ItemResult]]] = {}
     for shown in evidence:
-        path = Path(shown)
-        for entry in load_evidence(path, shown):
+        document = read_run_report(Path(shown), shown)
+        for entry in evidence_in(document, shown):
             if entry.impl == impl and not entry.simulated:
                 usable.setdefault((entry.row, entry.gate), []).append((entry.fingerprint, shown))
-        items[shown] = _audit_items(path, shown)
+        items[shown] = _audit_items(document, shown)
     maker = Fingerprinter(project.config, impl)
     found: dict[tuple[str, str], tuple[str, tuple[ItemResult, ...]]] = {}
     to_run: list[str] = []

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 from _vllm_gates.fingerprints import GateFingerprint, changed_inputs
 from _vllm_gates.reports import RUN_SCHEMA
-from _vllm_gates.verdicts import RowReport, RunReport, Scope, Verdict
+from _vllm_gates.verdicts import RunReport, Scope, Verdict
 
 SIMULATED_DEVICE_ENV = "VLLM_GATES_SIMULATED_DEVICE"  # names a recorded fake GPU; its evidence never backs a claim
 
@@ -56,6 +56,11 @@ class Assessed:
 
 def load_evidence(path: Path, shown: str) -> list[GateEvidence]:
     """Every executed gate of a run report; EvidenceError naming the file and what is wrong with it."""
+    return evidence_in(read_run_report(path, shown), shown)
+
+
+def read_run_report(path: Path, shown: str) -> dict[str, Any]:
+    """A run report's document, read once; EvidenceError when it cannot be read or is not a run report."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -66,6 +71,11 @@ def load_evidence(path: Path, shown: str) -> list[GateEvidence]:
     if schema != RUN_SCHEMA:
         raise EvidenceError(f"--evidence {shown}: schema {schema!r}, expected {RUN_SCHEMA!r} "
                             "(the --json report of `gates run` or pytest --gates-json)")
+    return document
+
+
+def evidence_in(document: Mapping[str, Any], shown: str) -> list[GateEvidence]:
+    """Every executed gate of a run report's document; EvidenceError when a record is malformed."""
     try:
         return _gates_of(document, shown)
     except (KeyError, TypeError, ValueError) as exc:
