@@ -17,7 +17,7 @@ from _vllm_gates.implementations import kind_of
 from _vllm_gates.model import Case, Gate, Raises, TargetRef
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import is_plain, render_value
-from _vllm_gates.workers import RawReply, WorkerLost, WorkerPool
+from _vllm_gates.workers import CheckRefused, RawReply, WorkerLost, WorkerPool
 
 
 class Mismatch(Exception):
@@ -95,9 +95,15 @@ class Subject:
         message = self.message(data)
         try:
             raw = self.pool.exchange_raw({self.worker: message}, self.timeout)[self.worker]
+        except CheckRefused as refused:
+            raise self.refused(refused) from None
         except WorkerLost as lost:
             raise GateBroken(f"{self.role} {self.shown}: {lost}") from None
         return self.outcome_of(raw)
+
+    def refused(self, refused: CheckRefused) -> DefinitionError:
+        """The definition error of a target its own worker would not resolve (a shared checker had)."""
+        return DefinitionError([Problem(self.target.location, f"{self.role} {self.target.dotted}", str(refused))])
 
     def outcome_of(self, raw: RawReply, like: Outcome | None = None) -> Outcome:
         """The outcome a reply reports; ``like`` itself when the reply says exactly what ``like``'s did (no parse)."""
@@ -197,6 +203,8 @@ class ResolvedGate:
             raws = impl.pool.exchange_raw(messages, min(impl.timeout, self.oracle.timeout))
         except WorkerLost as lost:
             who = self.oracle if getattr(lost, "key", None) == self.oracle.worker else impl
+            if isinstance(lost, CheckRefused):
+                raise who.refused(lost) from None
             raise GateBroken(f"{who.role} {who.shown}: {lost}") from None
         if want is None:
             want = self.oracle.outcome_of(raws[self.oracle.worker])

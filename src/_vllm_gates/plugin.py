@@ -236,7 +236,7 @@ def _unrunnable_markers(run: GateRun) -> frozenset[str]:
     return frozenset(wanting) if wanting and upstream_unavailable_reason(run.project) else frozenset()
 
 
-SHARED_CHECKER = "<collect-only checks>"  # the worker key of --collect-only's shared checkers (no gate file has it)
+SHARED_CHECKER = "<collection checks>"  # the worker key of collection's shared checkers (no gate file has it)
 
 
 def check_targets(run: GateRun, gate_file: GateFile) -> dict[str, list[Problem]]:
@@ -248,10 +248,10 @@ def check_targets(run: GateRun, gate_file: GateFile) -> dict[str, list[Problem]]
     messages = {role: {"op": "check", "targets": [
         {"key": key, "target": ref.dotted, "anchor": ref.anchor, **({"signature_of": impl.dotted} if impl else {})}
         for key, ref, impl in entries]} for role, entries in by_role.items() if entries}
-    if run.collect_only:
-        replies = _checked_in_shared_workers(run, gate_file, messages)
-    else:
-        replies = _ask_by_role(run, gate_file.path, messages)
+    replies, vouched = _checked_in_shared_workers(run, gate_file, messages)
+    if not run.collect_only:
+        for role in vouched:  # the shared checker's word is not enough to run on: each worker checks first
+            run.pool.check_first((gate_file.path, role), messages[role], CHECK_TIMEOUT)
     return _check_problems(by_role, replies)
 
 
@@ -260,17 +260,17 @@ def _ask_by_role(run: GateRun, where: str, messages: dict[str, dict[str, Any]]) 
     return {role: reply for (_, role), reply in found.items()}
 
 
-def _checked_in_shared_workers(run: GateRun, gate_file: GateFile, messages: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any] | WorkerLost]:
-    """--collect-only: one checker per role resolves every file's targets (a listing judges nothing, so it need not
-    start three workers per file); a role it finds any problem in, or that it could not answer, is checked again
-    in the file's own worker, whose answer stands, so another row's code in the shared checker cannot break a
-    listing. A run that executes the gates checks each file in its own workers, before any call."""
+def _checked_in_shared_workers(run: GateRun, gate_file: GateFile, messages: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any] | WorkerLost], list[str]]:
+    """At collection one checker per role resolves every file's targets, so collecting starts no three workers per
+    file; a role it finds any problem in, or could not answer, is checked again in the file's own worker, whose
+    answer stands: another row's code in the shared checker cannot break a file. The replies by role, and the roles
+    the shared checker alone vouched for (a run has each of their workers check them first, in its own process)."""
     shared = _ask_by_role(run, SHARED_CHECKER, messages)
     doubtful = [role for role, reply in shared.items()
                 if isinstance(reply, WorkerLost) or "error" in reply or reply.get("result", {}).get("problems") != []]
     if doubtful:
         shared.update(_ask_by_role(run, gate_file.path, {role: messages[role] for role in doubtful}))
-    return shared
+    return shared, [role for role in messages if role not in doubtful]
 
 
 def _check_problems(by_role: dict[str, list[tuple[str, TargetRef, TargetRef | None]]],
@@ -462,6 +462,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = gate_run(session.config)
     if run is not None:
         run.selected = [item.identity for item in session.items if isinstance(item, GateItem)]
+        for item in session.items:
+            where = _worker_file(item)
+            if where is not None:
+                run.items_left[where] = run.items_left.get(where, 0) + 1
+        if run.pool is not None:
+            run.pool.retire(SHARED_CHECKER)
+
+
+def _worker_file(item: pytest.Item) -> str | None:
+    """The gate file whose workers answer this item (None for items no worker answers)."""
+    resolved = getattr(item, "resolved", None) if isinstance(item, GateItem) else None
+    return resolved.impl.worker[0] if resolved is not None else None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -472,7 +484,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         run.record(item, report)
         if isinstance(item, GateItem) and xdist_run.is_worker(item.config):
             xdist_run.attach(report, item.identity, item.stash.get(RECORD, None))
+        if report.when == "teardown":
+            _one_item_done(run, item)
     return report
+
+
+def _one_item_done(run: GateRun, item: pytest.Item) -> None:
+    """After a gate file's last selected item, its workers end (hundreds of files never hold hundreds of workers)."""
+    where = _worker_file(item)
+    if where is not None and where in run.items_left:
+        run.items_left[where] -= 1
+        if run.items_left[where] <= 0:
+            del run.items_left[where]
+            run.pool.retire(where)
 
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the claims join it as test cases

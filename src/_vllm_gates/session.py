@@ -66,7 +66,8 @@ class GateRun:
     declared: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # the manifest: items of each gate
     gate_markers: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     markexpr: str = ""
-    collect_only: bool = False  # --collect-only: nothing is judged, so one shared checker per role resolves targets
+    collect_only: bool = False  # --collect-only: nothing is judged, so a shared checker's word stands for targets
+    items_left: dict[str, int] = field(default_factory=dict)  # selected items not yet run, by the gate file answering them
     interrupted: str | None = None
     previous_sigterm: Any = None
     previous_sigint: Any = None

@@ -27,6 +27,10 @@ class WorkerLost(Exception):
     """The worker could not answer: it died, closed the channel, broke the protocol or ran out of time."""
 
 
+class CheckRefused(WorkerLost):
+    """A worker's first check of its gate file's targets named problems a shared checker had not: nothing is called."""
+
+
 @dataclass(frozen=True)
 class WorkerSpec:
     """How to start a worker: the project root, what goes on its sys.path, the roots its targets may name, and
@@ -272,12 +276,16 @@ class WorkerProcess:
 
 @dataclass(eq=False)
 class WorkerPool:
-    """Workers by (gate file, role), started on first use, replaced after they are lost; a budget for the run."""
+    """Workers by (gate file, role), started on first use, replaced after they are lost, ended when their file is
+    done (``retire``); a budget for the run."""
 
     spec: WorkerSpec
     budget_s: float | None = None
     started_at: float = field(default_factory=time.monotonic)
     workers: dict[tuple[str, str], WorkerProcess] = field(default_factory=dict)
+    first_checks: dict[tuple[str, str], tuple[dict[str, Any], float]] = field(default_factory=dict)
+    refused: dict[tuple[str, str], str] = field(default_factory=dict)
+    _retiring: list[WorkerProcess] = field(default_factory=list)
     _spawner: Spawner | None = None
     _external: Spawner | None = None
 
@@ -297,12 +305,46 @@ class WorkerPool:
         return self.spawner()
 
     def worker(self, key: tuple[str, str]) -> WorkerProcess:
+        if key in self.refused:
+            raise CheckRefused(self.refused[key])
         found = self.workers.get(key)
         if found is None or not found.alive():
             if found is not None:
                 found.kill()
             found = self.workers[key] = WorkerProcess(self.spec, f"{key[1]} of {key[0]}", self.spawner_for(key[1]))
+            if key in self.first_checks:
+                self._check_first(key, found)
         return found
+
+    def check_first(self, key: tuple[str, str], message: dict[str, Any], timeout: float) -> None:
+        """Have the worker for ``key`` answer this `check` before any other request, each time one starts: the gate
+        file's targets resolved in the file's own process, where a shared checker resolved them at collection."""
+        self.first_checks[key] = (message, timeout)
+
+    def _check_first(self, key: tuple[str, str], worker: WorkerProcess) -> None:
+        message, timeout = self.first_checks[key]
+        try:
+            reply = worker.request(message, self._within_budget(timeout))
+        except WorkerLost:
+            self.workers.pop(key, None)
+            raise
+        problems = reply.get("result", {}).get("problems") if "error" not in reply else None
+        if problems == []:
+            return
+        said = (str(reply["error"].get("message")) if "error" in reply
+                else "; ".join(str(p.get("message")) if isinstance(p, dict) else str(p) for p in problems or ["no problem list"]))
+        self.refused[key] = f"worker {worker.label} refused the gate file's targets, which the shared checker had resolved: {said[:1000]}"
+        self.discard(key)
+        raise CheckRefused(self.refused[key])
+
+    def retire(self, where: str) -> None:
+        """End the workers of gate file ``where`` (its items have run; a later request starts them anew), so a run of
+        hundreds of files holds a few workers at a time. They are told bye now and reaped at the next retire."""
+        for worker in self._retiring:
+            worker.close()
+        self._retiring = [self.workers.pop(key) for key in [k for k in self.workers if k[0] == where]]
+        for worker in self._retiring:
+            worker.say_bye()
 
     def operations(self, key: tuple[str, str], timeout: float = STARTUP_TIMEOUT) -> frozenset[str]:
         """The operations the (external) worker for ``key`` says it answers; WorkerLost if it does not start."""
@@ -398,7 +440,8 @@ class WorkerPool:
         return found
 
     def close(self) -> None:
-        workers = list(self.workers.values())
+        workers = self._retiring + list(self.workers.values())
+        self._retiring = []
         for worker in workers:  # every worker is told first, so that they end side by side
             worker.say_bye()
         for worker in workers:

@@ -1,8 +1,10 @@
-"""`--collect-only` resolves every gate file's targets in one shared checker per role, not three workers per file
-(issue 15: collection near plain pytest), and another row's code in that checker cannot change what is listed.
+"""Collection resolves every gate file's targets in one shared checker per role, not three workers per file, and a
+run ends each file's workers after its last item (issue 15: collection near plain pytest; hundreds of rows).
 
-Each test builds a project of three rows whose subject modules log the process that imports them, and runs pytest in a
-fresh process. Whatever the shared checker reports as a problem is checked again in the file's own worker.
+Another row's code in the shared checker cannot change a verdict or a listing: a problem it reports is checked again
+in the file's own worker, and in a run each worker checks its file's targets itself before any call. Each test
+builds a project of three rows whose subject modules log the process that imports them (and which of the processes
+logged before are still alive), and runs pytest in a fresh process.
 """
 from __future__ import annotations
 
@@ -37,11 +39,23 @@ gates:
     cases:
       c0: {{input: {{n: 1}}, expect: 2}}
     known_bad:
-      plus-one: pkg.row{i}:page_plus_one
+      plus-one: pkg.row{i}:{known}
 """
 MODULE = """import os
-with open(os.path.join(os.path.dirname(__file__), "..", "imports.log"), "a") as log:
-    log.write(f"{{os.getpid()}} row{i}\\n")
+_log = os.path.join(os.path.dirname(__file__), "..", "imports.log")
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+_before = sorted({{int(line.split()[0]) for line in open(_log)}}) if os.path.exists(_log) else []
+with open(_log, "a") as log:
+    log.write(f"{{os.getpid()}} row{i} " + ",".join(str(p) for p in _before if p != os.getpid() and _alive(p)) + "\\n")
 {extra}
 def page(n):
     return 2 * n
@@ -49,11 +63,17 @@ def page(n):
 
 def page_plus_one(n):
     return 2 * n + 1
+
+
+def page_any(*args, **kwargs):
+    return -1
 """
 
 
-def _project(root: Path, extra: dict[int, str] | None = None, impl: dict[int, str] | None = None) -> Path:
-    """Three rows R-0..R-2; ``extra``: code run when row i's module is imported; ``impl``: row i's impl name."""
+def _project(root: Path, extra: dict[int, str] | None = None, impl: dict[int, str] | None = None,
+             known: dict[int, str] | None = None) -> Path:
+    """Three rows R-0..R-2; ``extra``: code run when row i's module is imported; ``impl``, ``known``: row i's impl
+    and known-bad names."""
     (root / "pkg").mkdir()
     (root / "pkg" / "__init__.py").write_text("")
     (root / "spec").mkdir()
@@ -68,7 +88,8 @@ def _project(root: Path, extra: dict[int, str] | None = None, impl: dict[int, st
         folder = root / "gates" / "rows" / f"r{i}"
         folder.mkdir()
         (folder / "__init__.py").write_text("")
-        (folder / "gate.yaml").write_text(GATE.format(i=i, impl=(impl or {}).get(i, "page")))
+        (folder / "gate.yaml").write_text(GATE.format(i=i, impl=(impl or {}).get(i, "page"),
+                                                      known=(known or {}).get(i, "page_plus_one")))
         (root / "pkg" / f"row{i}.py").write_text(MODULE.format(i=i, extra=(extra or {}).get(i, "")))
     (root / "spec" / "roadmap.yaml").write_text("\n".join(roadmap) + "\n")
     return root
@@ -80,11 +101,19 @@ def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
+def _imports(root: Path) -> list[tuple[str, str, set[str]]]:
+    """Each import of a row's module: (pid, row, the pids logged before that were still alive then)."""
+    found = []
+    for line in (root / "imports.log").read_text().splitlines():
+        pid, row, *alive = line.split()
+        found.append((pid, row, set(alive[0].split(",")) if alive else set()))
+    return found
+
+
 def _importers(root: Path) -> dict[str, set[str]]:
     """The processes that imported each row's module: {pid: rows}."""
     found: dict[str, set[str]] = {}
-    for line in (root / "imports.log").read_text().splitlines():
-        pid, row = line.split()
+    for pid, row, _ in _imports(root):
         found.setdefault(pid, set()).add(row)
     return found
 
@@ -106,8 +135,8 @@ def test_a_listing_resolves_every_file_in_one_checker_per_role_and_a_run_in_each
     (root / "imports.log").unlink()
     ran = _pytest(root)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    importers = _importers(root)
-    assert len(importers) == 2 * ROWS and all(len(rows) == 1 for rows in importers.values()), importers
+    importers = _importers(root)  # the two shared checkers, then each file's own impl and known-bad worker
+    assert sorted(len(rows) for rows in importers.values()) == [1] * (2 * ROWS) + [ROWS, ROWS], importers
 
 
 def test_a_row_that_breaks_the_shared_checker_cannot_break_another_rows_listing(tmp_path):
@@ -139,3 +168,33 @@ def test_a_target_that_does_not_resolve_is_listed_as_a_definition_error_as_a_run
     assert "gates/rows/r2/gate.yaml::definition[g]" in _listed(listed), listed.stdout
     assert "'pkg.row2' has no attribute 'no_such_page'" in ran.stdout, ran.stdout
     assert ran.returncode != 0
+
+
+def test_a_run_ends_each_files_workers_after_its_last_item(tmp_path):
+    root = _project(tmp_path)
+    ran = _pytest(root)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    importers = _importers(root)
+    shared = {pid for pid, rows in importers.items() if len(rows) == ROWS}
+    own = {f"row{i}": {pid for pid, rows in importers.items() if rows == {f"row{i}"}} for i in range(ROWS)}
+    assert len(shared) == 2 and all(len(pids) == 2 for pids in own.values()), importers
+    for pid, row, alive in _imports(root):
+        if pid in own["row2"]:  # row 0's workers and the shared checkers have ended by the time row 2's start
+            assert not alive & (shared | own["row0"]), (pid, alive, importers)
+
+
+def test_a_target_the_shared_checker_passed_for_another_rows_patch_is_refused_by_the_files_own_worker(tmp_path):
+    """Row 0's module, imported first in the shared checker, makes row 1's known-bad look as if it took the impl's
+    parameters; row 1's own known-bad worker, where row 0 never ran, refuses it before any call: ERROR, not PASS."""
+    patch = ("import inspect\nimport pkg.row1\n"
+             "pkg.row1.page_any.__signature__ = inspect.signature(pkg.row1.page)\n")
+    root = _project(tmp_path, extra={0: patch}, known={1: "page_any"})
+    listed = _pytest(root, "--collect-only")
+    assert _listed(listed) == EVERY_ITEM, listed.stdout  # the listing took the shared checker's word
+    ran = _pytest(root)
+    assert ran.returncode != 0
+    verdicts = {line.split()[0]: line.split()[-2] for line in ran.stdout.splitlines() if line.startswith("R-") and "  g  " in line}
+    assert verdicts == {"R-0": "PASS", "R-1": "ERROR", "R-2": "PASS"}, ran.stdout
+    assert ("R-1::g: ERROR: definition error: gates/rows/r1/gate.yaml:13:7: known-bad plus-one pkg.row1:page_any: worker known-bad of "
+            "gates/rows/r1/gate.yaml refused the gate file's targets, which the shared checker had resolved: known-bad "
+            "'pkg.row1:page_any' takes (args, kwargs) but the impl 'pkg.row1:page' takes (n)") in ran.stdout, ran.stdout
