@@ -64,9 +64,10 @@ def _print_broken(project: Project, rows: list[str] | None = None) -> None:
 
 
 def cmd_list(args: argparse.Namespace, project: Project) -> int:
+    gate_files = {gate_file.row: gate_file for gate_file in project.gate_files}  # a row has one (Project)
     for row in project.roadmap.rows:
         print(f"{row.id}  [{row.state}]  {row.title}")
-        gate_file = project.gate_file(row.id)
+        gate_file = gate_files.get(row.id)
         for ms in row.milestones:
             print(f"  {ms.id}  [{ms.state}]  {ms.title}")
             for gate in gate_file.gates if gate_file else ():

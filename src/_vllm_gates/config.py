@@ -13,7 +13,7 @@ import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -142,11 +142,11 @@ def is_absolute(value: str) -> bool:
     return value.startswith(("/", "\\")) or bool(_DRIVE.match(value))
 
 
-def outside_root(root: Path, value: str, what: str) -> str | None:
+def outside_root(root: Path, value: str, what: str, resolve: Callable[[Path], Path] = Path.resolve) -> str | None:
     """Why the path ``value``, named relative to ``root``, is refused; None when it stays inside the root.
 
     Refused: an absolute path, a `..` that leaves the root, and a path that leads outside the root through a
-    symlink (the path is resolved and must stay relative to the resolved root).
+    symlink (the path is resolved with ``resolve`` and must stay relative to the resolved root).
     """
     if "\x00" in value:
         return f"{what} {value!r} contains a NUL character"
@@ -156,8 +156,8 @@ def outside_root(root: Path, value: str, what: str) -> str | None:
     if normal == ".." or normal.startswith("../"):
         return f"{what} {value!r} leaves the project root"
     try:
-        real_root = root.resolve()
-        target = (root / value).resolve()
+        real_root = resolve(root)
+        target = resolve(root / value)
     except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name the system refuses
         return f"{what} {value!r} cannot be resolved: {exc}"
     try:

@@ -78,6 +78,24 @@ def _raises(reader: GateReader, case: YMap, key: str) -> Raises | None:
     return Raises(type_name_, match, facts) if type_name_ else None
 
 
+# a Case (a frozen dataclass) may be made by setting its fields through its __dict__ (as yamlsource makes a Location):
+# a third of the cost of its __init__, for the case read without a problem
+_CASE_FIELDS = ("name", "location", "input", "has_expect", "expect", "raises")
+_PLAIN_CASES = (not hasattr(Case, "__slots__") and not hasattr(Case, "__post_init__")
+                and tuple(Case.__dataclass_fields__) == _CASE_FIELDS)
+
+
+def _plain_case(name: str, where: Location | None, data: object, has_expect: bool, expect: object) -> Case:
+    """``Case(name, where, data, has_expect, expect, None)``, its fields set through its __dict__ where that is the same."""
+    if not _PLAIN_CASES:
+        return Case(name, where, data, has_expect, expect, None)  # type: ignore[arg-type]
+    case = Case.__new__(Case)
+    fields = case.__dict__
+    fields["name"], fields["location"], fields["input"] = name, where, data
+    fields["has_expect"], fields["expect"], fields["raises"] = has_expect, expect, None
+    return case
+
+
 def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> list[Case]:
     if "cases" not in gate:
         return []
@@ -92,8 +110,8 @@ def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> list[C
         if (type(name) is str and type(body) is YMap and "raises" not in body and keys(body) and case_name(name)
                 and name not in RESERVED_CASE_NAMES and ("expect" in body or has_oracle)):
             expect = body.get("expect")
-            out.append(Case(name, places.get(name, outside), to_plain(body.get("input", {})), "expect" in body,
-                            to_plain(expect) if isinstance(expect, (dict, list)) else expect, None))
+            out.append(_plain_case(name, places.get(name, outside), to_plain(body.get("input", {})), "expect" in body,
+                                   to_plain(expect) if isinstance(expect, (dict, list)) else expect))
             continue
         case_key = f"{key}.cases.{name}"
         where = location_of(cases_map, name)
@@ -147,6 +165,46 @@ def _known_bad(reader: GateReader, gate: YMap, key: str) -> list[KnownBad]:
         if target:
             out.append(KnownBad(name, target, location_of(body, name)))
     return out
+
+
+class LoadShare:
+    """What the gate files of one load share, found once: resolved folders, what each spec declares, which
+    `sources:` globs match no file.
+
+    Made afresh for each load (load_project) and dropped after it, so a file changed since is read anew next time.
+    A plain class, not a dataclass: it is a cache that fills, and making a dataclass costs ~1 ms at every start-up.
+    """
+
+    __slots__ = ("real", "specs", "sources")
+
+    def __init__(self) -> None:
+        self.real: dict[str, str] = {}  # a path, as str() gives it -> str(Path(it).resolve())
+        self.specs: dict[tuple[Path, str], tuple[frozenset[str] | None, str | None]] = {}  # -> (declared ids, why not)
+        self.sources: dict[tuple[Path, str], str | None] = {}  # a `sources:` glob -> why it is refused
+
+    def resolve(self, path: Path) -> Path:
+        """``path.resolve()``, each folder resolved once (real_path)."""
+        return Path(self.real_path(str(path)))
+
+    def real_path(self, path: str) -> str:
+        """``str(Path(path).resolve())`` of a path as str() writes a Path: a name that is no symlink is joined to
+        its parent's real path; anything else (a symlink, `..`, a missing file, the top) is resolved by pathlib."""
+        found = self.real.get(path)
+        if found is None:
+            found = self.real[path] = self._real_path(path)
+        return found
+
+    def _real_path(self, path: str) -> str:
+        head, name = os.path.split(path)
+        if not head or not name or name in (".", "..") or head == path or os.sep != "/":
+            return str(Path(path).resolve())
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                return str(Path(path).resolve())
+        except (OSError, ValueError):
+            return str(Path(path).resolve())  # missing, or not reachable: resolved (and refused) as before
+        parent = self.real_path(head)
+        return f"{parent}/{name}" if parent != "/" else f"/{name}"
 
 
 @dataclass(frozen=True)
@@ -267,28 +325,33 @@ def row_package(folder: str) -> str | None:
     return ".".join(parts) if parts and all(part.isidentifier() for part in parts) else None
 
 
-def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tuple[str, ...]) -> GateFile:
-    """Parse and validate a gate file; raise DefinitionError with every problem found."""
-    shown = _shown(path, root)
+def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tuple[str, ...],
+                   share: LoadShare | None = None) -> GateFile:
+    """Parse and validate a gate file; raise DefinitionError with every problem found. ``share``: what the files
+    of one load share (LoadShare); without it, nothing is shared with another call."""
+    share = share if share is not None else LoadShare()
+    shown = _shown(path, root, share)
     folder = shown.rpartition("/")[0]
     document = load_yaml(path, shown, what="gate file")  # a regular file, within the size and node limits
-    reader = GateReader(shown, row_package(folder), folder, markers)
+    package = row_package(folder)
+    reader = GateReader(shown, package, folder, markers)
     top = reader.mapping(document, "", None)
     if top is None:
         raise DefinitionError(reader.problems)
     reader.keys(top, "", FILE_KEYS_REQUIRED, FILE_KEYS_OPTIONAL)
     row_id = reader.string(top, "row", "row", ROW_ID)
-    ops_shown = f"{folder}/{operations_path(path).name}" if folder else operations_path(path).name
-    operations = load_operations(operations_path(path), ops_shown, row_id, row_package(folder))
+    ops_path = operations_path(path)
+    ops_shown = f"{folder}/{ops_path.name}" if folder else ops_path.name
+    operations = load_operations(ops_path, ops_shown, row_id, package)
     reader.operations, reader.operations_file = {op.name: op for op in operations}, ops_shown
     title = reader.string(top, "title", "title") or ""
     spec = reader.string(top, "spec", "spec")
     sources, source_places = reader.string_list(top, "sources", "sources")
     for index, (pattern, place) in enumerate(zip(sources, source_places)):
-        why = _source_outside(pattern) or _source_unmatched(root, pattern)
+        why = _source_outside(pattern) or _shared_source_unmatched(root, pattern, share)
         if why:
             reader.problem(place, f"sources[{index}]", why)
-    context = _row_context(reader, top, root, roadmap, row_id, spec)
+    context = _row_context(reader, top, root, roadmap, row_id, spec, share)
     gates: list[Gate] = []
     gate_list = top.get("gates")
     if "gates" in top and not isinstance(gate_list, list):
@@ -313,10 +376,13 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
     return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"), folder, operations)
 
 
-def _shown(path: Path, root: Path) -> str:
+def _shown(path: Path, root: Path, share: LoadShare) -> str:
     """The gate file's path relative to the root; DefinitionError when it leads outside the root through a symlink."""
     try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
+        real, real_root = share.real_path(str(path)), share.real_path(str(root))
+        if real.startswith(real_root + "/") and real_root != "/":
+            return real[len(real_root) + 1:]  # what Path.relative_to gives for these resolved paths, told faster
+        return Path(real).relative_to(Path(real_root)).as_posix()
     except ValueError:
         pass
     except (OSError, RuntimeError) as exc:  # a symlink loop
@@ -353,6 +419,14 @@ def _source_unmatched(root: Path, pattern: str) -> str | None:
     return None if found else f"source pattern {show(pattern)} matches no file in the project"
 
 
+def _shared_source_unmatched(root: Path, pattern: str, share: LoadShare) -> str | None:
+    """_source_unmatched, told once per pattern in one load (gate files often name the same folders)."""
+    key = (root, pattern)
+    if key not in share.sources:
+        share.sources[key] = _source_unmatched(root, pattern)
+    return share.sources[key]
+
+
 def any_source_file(root: Path, pattern: str) -> bool:
     """Whether a `sources:` include pattern matches a file under ``root``: `folder/**` any file below the folder,
     other patterns by glob semantics from their literal leading folder; `.git` and `__pycache__` are not searched."""
@@ -372,9 +446,9 @@ def _any_file_under(folder: Path) -> bool:
     return False
 
 
-def _spec_path(root: Path, spec: str) -> tuple[Path | None, str | None]:
+def _spec_path(root: Path, spec: str, share: LoadShare) -> tuple[Path | None, str | None]:
     """The spec file under the root, or why it is refused (outside the root, missing, not a regular file)."""
-    why = outside_root(root, spec, "spec")
+    why = outside_root(root, spec, "spec", share.resolve)
     if why:
         return None, why
     path = root / spec
@@ -388,7 +462,7 @@ def _spec_path(root: Path, spec: str) -> tuple[Path | None, str | None]:
 
 
 def _row_context(reader: GateReader, top: YMap, root: Path, roadmap: Roadmap | None, row_id: str | None,
-                 spec: str | None) -> RowContext:
+                 spec: str | None, share: LoadShare) -> RowContext:
     """The row exists in the roadmap; the spec file exists and is read for its declared requirement ids."""
     row = roadmap.row(row_id) if (roadmap and row_id) else None
     if roadmap is not None and row_id and row is None:
@@ -396,15 +470,23 @@ def _row_context(reader: GateReader, top: YMap, root: Path, roadmap: Roadmap | N
         reader.problem(location_of(top, "row"), "row", f"row {show(row_id)} is not in {roadmap.path} (rows: {known})")
     declared: frozenset[str] | None = None
     if spec:
-        try:
-            spec_path, why = _spec_path(root, spec)
-            if why:
-                reader.problem(location_of(top, "spec"), "spec", why)
-            elif spec_path is not None:
-                declared = frozenset(r.id for r in requirements_in(spec_path, spec))
-        except DefinitionError as error:  # too large, not UTF-8, replaced by a FIFO: said at the `spec:` line
-            reader.problem(location_of(top, "spec"), "spec", f"spec file {show(spec)} cannot be read: "
-                                                             + "; ".join(problem.message for problem in error.problems))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            reader.problem(location_of(top, "spec"), "spec", f"spec file {show(spec)} cannot be read: {type(exc).__name__}: {exc}")
+        key = (root, spec)
+        if key not in share.specs:
+            share.specs[key] = _declared(root, spec, share)
+        declared, why = share.specs[key]
+        if why:
+            reader.problem(location_of(top, "spec"), "spec", why)
     return RowContext(row, declared, spec)
+
+
+def _declared(root: Path, spec: str, share: LoadShare) -> tuple[frozenset[str] | None, str | None]:
+    """The requirement ids the spec file declares, or why it cannot be told (refused, unreadable)."""
+    try:
+        spec_path, why = _spec_path(root, spec, share)
+        if why:
+            return None, why
+        return (frozenset(r.id for r in requirements_in(spec_path, spec)) if spec_path is not None else None), None
+    except DefinitionError as error:  # too large, not UTF-8, replaced by a FIFO: said at the `spec:` line
+        return None, f"spec file {show(spec)} cannot be read: " + "; ".join(problem.message for problem in error.problems)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return None, f"spec file {show(spec)} cannot be read: {type(exc).__name__}: {exc}"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from _vllm_gates.config import Config
 from _vllm_gates.errors import DefinitionError, Location, Problem
-from _vllm_gates.gatefile import load_gate_file, peek_row_id
+from _vllm_gates.gatefile import LoadShare, load_gate_file, peek_row_id
 from _vllm_gates.model import GateFile, Roadmap
 from _vllm_gates.roadmap import load_roadmap
 
@@ -54,9 +54,10 @@ def load_project(config: Config) -> Project:
     """Load the roadmap (DefinitionError if it does not load) and every gate file (problems kept per row)."""
     roadmap = load_roadmap_of(config)
     gate_files, paths, broken = [], {}, {}
+    share, markers = LoadShare(), config.marker_names  # one load's share: a later load reads every file anew
     for path in config.gate_files():
         try:
-            gate_file = load_gate_file(path, config.root, roadmap, config.marker_names)
+            gate_file = load_gate_file(path, config.root, roadmap, markers, share)
         except DefinitionError as error:
             broken[peek_row_id(path)] = (path, str(error))
             continue

@@ -13,7 +13,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 from yaml.events import (AliasEvent, CollectionEndEvent, CollectionStartEvent, DocumentEndEvent, DocumentStartEvent,
@@ -210,6 +210,22 @@ except ImportError:  # PyYAML built without libyaml
 # which libyaml accepts and the Python scanner refuses; tags (`!` alone); a byte-order mark inside the text (columns);
 # the line breaks besides \n
 _LIBYAML_DIFFERS = re.compile("[\t!\ufeff\r\x85\u2028\u2029]|[|>][-+0-9]*#")
+_BLOCK_HEADER_COMMENT = re.compile("[|>][-+0-9]*#")
+
+
+def _libyaml_differs(text: str) -> bool:
+    """``_LIBYAML_DIFFERS.search(text)``, told faster: each character looked for on its own (a scan in C), and the
+    block-header pattern searched only in a text that holds both a `#` and a `|` or `>`."""
+    return ("\t" in text or "!" in text or "\ufeff" in text or "\r" in text or "\x85" in text or "\u2028" in text
+            or "\u2029" in text or ("#" in text and ("|" in text or ">" in text) and _BLOCK_HEADER_COMMENT.search(text) is not None))
+
+
+def _printable(text: str) -> bool:
+    """Whether the pure-Python reader accepts every character of ``text`` (it refuses control characters before any
+    parsing): printable ASCII and line breaks are told by str methods, anything else by the reader's own pattern."""
+    if text.isascii() and text.replace("\n", " ").isprintable():
+        return True
+    return yaml.reader.Reader.NON_PRINTABLE.search(text) is None
 
 
 def _compose_with_libyaml(text: str) -> yaml.Node | None:
@@ -217,7 +233,7 @@ def _compose_with_libyaml(text: str) -> yaml.Node | None:
     marks as the pure-Python composer, about ten times faster (`gates list` reads every gate file). None when
     libyaml is missing, the text holds what the two loaders read differently (_LIBYAML_DIFFERS), or libyaml refuses
     the document: the pure-Python composer then reads it, and words any error."""
-    if _LibyamlComposer is None or _LIBYAML_DIFFERS.search(text):
+    if _LibyamlComposer is None or _libyaml_differs(text):
         return None
     parser = _LibyamlComposer(text)
     try:
@@ -230,13 +246,36 @@ def _compose_with_libyaml(text: str) -> yaml.Node | None:
 
 _FALLBACK = object()  # _build_with_libyaml: this document is left to the node-by-node path
 _MISSING = object()
-_SCALAR_VALUES: dict[Any, Any] = {}  # (text, implicit) -> the value of a scalar without a tag (immutable: a str,
-#                                       an int, a float, a bool, None, a date), as the safe resolver and constructor give it
+# the text of a scalar without a tag -> its value (immutable: a str, an int, a float, a bool, None, a date), as the
+# safe resolver and constructor give it: for plain scalars, and for the others (quoted, literal, folded)
+_PLAIN_VALUES: dict[str, Any] = {}
+_QUOTED_VALUES: dict[str, Any] = {}
 # a Location (a frozen dataclass of three fields) may be made by setting its fields through its __dict__: half the cost
 _PLAIN_LOCATIONS = not hasattr(Location, "__slots__") and not hasattr(Location, "__post_init__")
 
 
-def _build_with_libyaml(text: str, shown: str, loader: _Builder) -> Any:
+_SCALAR_TAGS = ("tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+                "tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:str")
+_SCALAR_CONSTRUCTORS = {tag: _Builder.yaml_constructors[tag] for tag in _SCALAR_TAGS}  # each reads only its node
+_SCALARS = _Builder("", "<scalars>")  # resolves an implicit tag, and holds no state for it (no path resolvers)
+
+
+def _new_scalar(event: ScalarEvent, loader_of: Callable[[], _Builder]) -> Any:
+    """The value of a scalar event not met before, as the safe loader resolves and constructs it (a tag the
+    implicit resolvers give, through its constructor; any other through ``loader_of()``); _FALLBACK for a merge key
+    or a value its tag cannot hold (the node-by-node path words it)."""
+    tag = _SCALARS.resolve(yaml.ScalarNode, event.value, event.implicit)
+    if tag == "tag:yaml.org,2002:merge":
+        return _FALLBACK
+    node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+    constructor = _SCALAR_CONSTRUCTORS.get(tag)
+    try:
+        return constructor(_SCALARS, node) if constructor is not None else loader_of().construct_object(node)
+    except Exception:  # worded by the node-by-node path
+        return _FALLBACK
+
+
+def _build_with_libyaml(text: str, shown: str, loader_of: Callable[[], _Builder]) -> Any:
     """The document's value built straight from libyaml's event stream: the same YMaps, YLists, scalars and
     locations as composing the node graph and converting it (_compose_with_libyaml, then _convert), without the
     graph in between (`gates list` reads every gate file; at 10,000 cases the graph was most of its time).
@@ -245,49 +284,44 @@ def _build_with_libyaml(text: str, shown: str, loader: _Builder) -> Any:
     in its mapping and is no merge key, within the nesting limit, every scalar constructed without error. On
     anything else it returns _FALLBACK, and the node-by-node path reads the file again and words what is wrong.
     More than MAX_NODES nodes is refused here as _precount refuses it (the same events, counted the same way).
+    ``loader_of`` gives the loader that resolves and constructs a scalar not met before.
     """
-    if _CParser is None or _LIBYAML_DIFFERS.search(text):
+    if _CParser is None or _libyaml_differs(text):
         return _FALLBACK
     parser = _CParser(text)
     get = parser.get_event
-    values, resolve, construct, scalar_node = _SCALAR_VALUES, loader.resolve, loader.construct_object, yaml.ScalarNode
+    plain_values, quoted_values = _PLAIN_VALUES, _QUOTED_VALUES
     plain_locations, new_location = _PLAIN_LOCATIONS, Location.__new__
     nodes, limit, deepest = 0, MAX_NODES, MAX_DEPTH
-    stack: list[tuple[Any, bool]] = []  # the enclosing open collections, innermost last
+    stack: list[tuple[Any, bool, Any]] = []  # the enclosing open collections, innermost last
     top: Any = _MISSING
     container: Any = None  # the innermost open collection; None at the top
+    places: Any = None  # its key_locations (a mapping) or item_locations (a sequence)
     is_map = False
     key: Any = _MISSING  # in a mapping, the key whose value comes next; _MISSING when a key comes next
     key_where: Any = None
-    where: Any = None
     try:
         if type(get()) is not StreamStartEvent or type(get()) is not DocumentStartEvent:
             return _FALLBACK  # an empty stream
         while True:
             event = get()
             kind = type(event)
-            if kind is MappingEndEvent or kind is SequenceEndEvent:
-                container, is_map = stack.pop()
-                continue
             if kind is ScalarEvent:
                 nodes += 1
                 if nodes > limit:
                     raise _too_many_nodes(_mark(shown, event.start_mark))
                 if event.anchor is not None or event.tag is not None:
                     return _FALLBACK
-                cache_key = (event.value, event.implicit)
-                value = values.get(cache_key, _MISSING)
+                # the safe resolver reads only implicit[0] (plain: its implicit resolvers; else str), so it keys the table
+                scalar, values = event.value, plain_values if event.implicit[0] else quoted_values
+                value = values.get(scalar, _MISSING)
                 if value is _MISSING:
-                    tag = resolve(scalar_node, event.value, event.implicit)
-                    if tag == "tag:yaml.org,2002:merge":
-                        return _FALLBACK
-                    try:
-                        value = construct(scalar_node(tag, event.value, event.start_mark, event.end_mark, event.style))
-                    except Exception:  # worded by the node-by-node path
+                    value = _new_scalar(event, loader_of)
+                    if value is _FALLBACK:
                         return _FALLBACK
                     if len(values) >= 200_000:
                         values.clear()
-                    values[cache_key] = value
+                    values[scalar] = value
                 if is_map:
                     if key is _MISSING:  # a key
                         if value in container:
@@ -302,9 +336,12 @@ def _build_with_libyaml(text: str, shown: str, loader: _Builder) -> Any:
                             key_where = Location(shown, mark.line + 1, mark.column + 1)
                     else:  # a mapping's scalar value has no location of its own
                         container[key] = value
-                        container.key_locations[key] = key_where
+                        places[key] = key_where
                         key = _MISSING
                     continue
+            elif kind is MappingEndEvent or kind is SequenceEndEvent:
+                container, is_map, places = stack.pop()
+                continue
             elif kind is MappingStartEvent or kind is SequenceStartEvent:
                 nodes += 1
                 if nodes > limit:
@@ -324,22 +361,24 @@ def _build_with_libyaml(text: str, shown: str, loader: _Builder) -> Any:
                 where = Location(shown, mark.line + 1, mark.column + 1)
             if kind is MappingStartEvent:
                 value = YMap()
-                value.location, value.key_locations = where, {}
+                value.location = where
+                value.key_locations = opened = {}
             elif kind is SequenceStartEvent:
                 value = YList()
-                value.location, value.item_locations = where, []
+                value.location = where
+                value.item_locations = opened = []
             if container is None:
                 top = value
             elif is_map:
                 container[key] = value
-                container.key_locations[key] = key_where
+                places[key] = key_where
                 key = _MISSING
             else:
                 container.append(value)
-                container.item_locations.append(where)
+                places.append(where)
             if kind is not ScalarEvent:
-                stack.append((container, is_map))
-                container, is_map = value, kind is MappingStartEvent
+                stack.append((container, is_map, places))
+                container, is_map, places = value, kind is MappingStartEvent, opened
     except yaml.YAMLError:
         return _FALLBACK
     finally:
@@ -389,16 +428,16 @@ def load_yaml(path: Path | str, display_path: str | None = None, text: str | Non
     shown = display_path or str(path)
     if text is None:
         text = read_definition_text(path, shown, what)
-    try:
-        loader = _Builder(text, shown)
-    except yaml.YAMLError as exc:  # the reader refuses control characters before any parsing
-        raise DefinitionError([Problem(_mark_location(shown, exc, text), "", f"YAML error: {_one_line(exc)}")]) from None
+    loaders = _Loaders(text, shown)
+    if not _printable(text):
+        loaders.first()  # the reader refuses control characters before any parsing: said here, as it says it
     collecting = gc.isenabled()
     gc.disable()  # the values built hold no cycles: the collector would only walk them, over and over, as they grow
     try:
-        value = _build_with_libyaml(text, shown, loader)
+        value = _build_with_libyaml(text, shown, loaders.get)
         if value is not _FALLBACK:
             return value
+        loader = loaders.get()
         node = _compose_with_libyaml(text) if _precount(text, shown) else None
         if node is None:  # no libyaml, a limit passed, an error to word, or an empty file
             node = loader.get_single_node()
@@ -417,7 +456,31 @@ def load_yaml(path: Path | str, display_path: str | None = None, text: str | Non
     finally:
         if collecting:
             gc.enable()
-        loader.dispose()
+        loaders.dispose()
+
+
+class _Loaders:
+    """The one _Builder of a load_yaml call, made when first needed: a plain document built from libyaml's events
+    whose scalars were all met before needs none."""
+
+    def __init__(self, text: str, shown: str):
+        self.text, self.shown = text, shown
+        self.loader: _Builder | None = None
+
+    def first(self) -> _Builder:
+        """Make the loader; DefinitionError when its reader refuses the text (a control character)."""
+        try:
+            self.loader = _Builder(self.text, self.shown)
+        except yaml.YAMLError as exc:  # the reader refuses control characters before any parsing
+            raise DefinitionError([Problem(_mark_location(self.shown, exc, self.text), "", f"YAML error: {_one_line(exc)}")]) from None
+        return self.loader
+
+    def get(self) -> _Builder:
+        return self.loader if self.loader is not None else self.first()
+
+    def dispose(self) -> None:
+        if self.loader is not None:
+            self.loader.dispose()
 
 
 def _mark_location(path: str, exc: BaseException, text: str = "") -> Location:
