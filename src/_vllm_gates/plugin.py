@@ -19,7 +19,7 @@ from _vllm_gates.checks import ResolvedGate, Subject
 from _vllm_gates.config import load_config
 from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.evidence import SIMULATED_DEVICE_ENV, GateEvidence
-from _vllm_gates.gatefile import load_gate_file, peek_row_id
+from _vllm_gates.gatefile import LoadShare, load_gate_file, peek_row_id
 from _vllm_gates.implementations import PYTHON, Implementation
 from _vllm_gates.items import RECORD, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items
 from _vllm_gates.model import Gate, GateFile, TargetRef
@@ -75,6 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run.requested_rows = _requested_rows(run, list(config.getoption("gates_row") or ()), config.getoption("gates_changed_since"))
     run.markexpr = config.option.markexpr or ""
     run.collect_only = bool(config.option.collectonly)
+    run.load_share = LoadShare()  # the run's gate files share resolved folders and spec ids (read once per run)
     run.evidence = _load_evidence(list(config.getoption("gates_evidence") or ()))
     config.stash[_RUN] = run
     _stop_on_sigterm(run)
@@ -176,7 +177,7 @@ class GateFileNode(pytest.File):
             yield DefinitionErrorItem.from_parent(self, name="roadmap", problems=roadmap_problems, **common)
             return
         try:
-            gate_file = load_gate_file(self.path, project.root, roadmap, every)
+            gate_file = load_gate_file(self.path, project.root, roadmap, every, run.load_share)
         except DefinitionError as error:
             run.broken[row] = str(error)
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=error.problems, **common)

@@ -67,6 +67,7 @@ class GateRun:
     gate_markers: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     markexpr: str = ""
     collect_only: bool = False  # --collect-only: nothing is judged, so a shared checker's word stands for targets
+    load_share: Any = None  # gatefile.LoadShare of the run's collection: folders and spec ids, each found once
     items_left: dict[str, int] = field(default_factory=dict)  # selected items not yet run, by the gate file answering them
     interrupted: str | None = None
     previous_sigterm: Any = None
