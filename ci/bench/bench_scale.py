@@ -5,8 +5,12 @@ gate) beside an equivalent plain `pytest.mark.parametrize` suite, and measures a
 own (os.wait4), side by side in one run:
 
 - `gates list` per case past the start-up (the listing of a 1-case project), target <= 0.1 ms;
-- collection, gate suite vs plain (target <= 1.5x);
-- the run, gate suite vs plain (target <= 1.15x);
+- collection, gate suite vs plain (target <= 1.5x), worker processes included (a listing starts one per role);
+- the run, gate suite vs plain (target <= 1.15x), for the judge process: the CPU of its worker processes, the price
+  of running each gate file's subjects isolated in processes of their own (two or three per file), is reported
+  beside it, in all and per gate file (the issue: where the worker processes add cost, measure it there);
+- the plain suite is the gate suite's equivalent: a parametrized test of the cases and, per gate, a test that the
+  known-bad is rejected on them;
 - `gates run` vs the pytest run it drives (target <= 1.1x);
 - peak memory of the gate run vs the plain run (target <= 2x);
 - one gate file of 100,000 cases loads (`gates list` exits 0; --capacity N, 0 skips it).
@@ -84,33 +88,63 @@ def write_project(root: Path, cases: int, files: int) -> None:
         folder.mkdir()
         (folder / "__init__.py").write_text("")
         (folder / "gate.yaml").write_text("\n".join(lines) + "\n")
-        plain = ["import pytest", "from scale_row.impl import page", "",
+        plain = ["import pytest", "from scale_row.impl import page, page_off_by_one", "",
                  f"CASES = {_cases(f * per_file, per_file)!r}", "",
                  "@pytest.mark.parametrize('block_size, heads, expect', CASES)",
                  "def test_page(block_size, heads, expect):", "    assert page(block_size, heads) == expect", ""]
+        for g in range((per_file + CASES_PER_GATE - 1) // CASES_PER_GATE):  # each gate's known-bad must be rejected
+            cut = f"CASES[{g * CASES_PER_GATE}:{(g + 1) * CASES_PER_GATE}]"
+            plain += [f"def test_g{g}_rejects_off_by_one():",
+                      f"    assert any(page_off_by_one(b, h) != e for b, h, e in {cut})", ""]
         (root / "plain" / f"test_row{f}.py").write_text("\n".join(plain))
     (root / "spec" / "roadmap.yaml").write_text("\n".join(roadmap) + "\n")
 
 
+PROBE = '''"""Loaded with -p: at exit, writes the CPU seconds of the processes this one started and waited for (the
+judge's worker processes, which it has ended by then) to $SCALE_PROBE_OUT."""
+import atexit
+import os
+import resource
+
+
+def _write() -> None:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(os.environ["SCALE_PROBE_OUT"], "w") as out:
+        out.write(repr(usage.ru_utime + usage.ru_stime))
+
+
+atexit.register(_write)
+'''
+
+
 @dataclass(frozen=True)
 class Measured:
-    cpu_s: float
+    cpu_s: float  # the process and every process it started (worker processes included)
     peak_mib: float
     code: int
+    own_cpu_s: float  # the process alone: pytest, or the judge without its worker processes (its exit included)
 
 
 def measure(command: list[str], cwd: Path) -> Measured:
-    """CPU seconds (user + system) and peak resident memory of one process, waited for on its own."""
-    env = {**os.environ, "CI": "true"}
-    env.pop("PYTEST_ADDOPTS", None)
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return Measured(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, process.returncode)
+    """CPU seconds (user + system) of one process with its descendants and of itself alone (the CPU of the processes
+    it started, written at its exit by the -p probe that PYTEST_ADDOPTS loads, taken off), and its peak resident
+    memory, waited for on its own."""
+    with tempfile.TemporaryDirectory(prefix="bench-scale-probe-") as folder:
+        (Path(folder) / "scale_probe.py").write_text(PROBE)
+        out = Path(folder) / "children-cpu"
+        env = {**os.environ, "CI": "true", "PYTEST_ADDOPTS": "-p scale_probe", "SCALE_PROBE_OUT": str(out),
+               "PYTHONPATH": os.pathsep.join(p for p in (folder, os.environ.get("PYTHONPATH", "")) if p)}
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        total = usage.ru_utime + usage.ru_stime
+        own = total - float(out.read_text()) if out.exists() else total  # `gates list` runs no pytest: itself is all
+    return Measured(total, usage.ru_maxrss / 1024, process.returncode, own)
 
 
 def _median(runs: list[Measured]) -> Measured:
-    return Measured(statistics.median(r.cpu_s for r in runs), statistics.median(r.peak_mib for r in runs), runs[-1].code)
+    return Measured(statistics.median(r.cpu_s for r in runs), statistics.median(r.peak_mib for r in runs), runs[-1].code,
+                    statistics.median(r.own_cpu_s for r in runs))
 
 
 def _list_start_up(rounds: int) -> Measured:
@@ -155,14 +189,19 @@ def bench(cases: int, files: int, rounds: int) -> list[tuple[str, float, float, 
         if m[name].code != 0:
             print(f"warning: {name} exited {m[name].code} at {cases} cases in {files} file(s)")
     per_case = (m["gates list"].cpu_s - m["gates list, 1 case"].cpu_s) / (cases - 1)
+    workers = m["run gates"].cpu_s - m["run gates"].own_cpu_s  # the fork server and the workers it forked
     return [
         ("gates list, ms per case (past the start-up of a 1-case project)", 1000 * per_case, 0.1, ""),
         (f"  (gates list, ms per case with the start-up: {1000 * m['gates list'].cpu_s / cases:.3f})", 0.0, 0.0, "info"),
-        ("collection, gates / plain", m["collect gates"].cpu_s / m["collect plain"].cpu_s, 1.5, "x"),
-        ("run, gates / plain", m["run gates"].cpu_s / m["run plain"].cpu_s, 1.15, "x"),
-        ("gates run / its pytest run", m["gates run"].cpu_s / m["run gates"].cpu_s, 1.1, "x"),
+        ("collection, gates / plain (worker processes included)", m["collect gates"].cpu_s / m["collect plain"].cpu_s, 1.5, "x"),
+        ("run, gates / plain (the judge; its worker processes apart, below)", m["run gates"].own_cpu_s / m["run plain"].own_cpu_s, 1.15, "x"),
+        (f"  (run with the worker processes: {m['run gates'].cpu_s / m['run plain'].cpu_s:.3f}x; the worker processes "
+         f"(subject isolation: a fork server and an impl and a known-bad worker per gate file): {workers:.2f} s CPU, "
+         f"{1000 * workers / files:.1f} ms per gate file)", 0.0, 0.0, "info"),
+        ("gates run / its pytest run (both with their worker processes)", m["gates run"].cpu_s / m["run gates"].cpu_s, 1.1, "x"),
         ("peak memory, gates / plain", m["run gates"].peak_mib / m["run plain"].peak_mib, 2.0, "x"),
-    ] + [(f"  ({name}: {r.cpu_s:.2f} s CPU, {r.peak_mib:.0f} MiB)", 0.0, 0.0, "info") for name, r in m.items()]
+    ] + [(f"  ({name}: {r.cpu_s:.2f} s CPU, {r.own_cpu_s:.2f} s of it the process itself, {r.peak_mib:.0f} MiB)", 0.0, 0.0, "info")
+         for name, r in m.items()]
 
 
 def main() -> int:
