@@ -285,6 +285,7 @@ class WorkerPool:
     workers: dict[tuple[str, str], WorkerProcess] = field(default_factory=dict)
     first_checks: dict[tuple[str, str], tuple[dict[str, Any], float]] = field(default_factory=dict)
     refused: dict[tuple[str, str], str] = field(default_factory=dict)
+    _unsettled: dict[tuple[str, str], float] = field(default_factory=dict)  # first checks sent, not yet answered
     _retiring: list[WorkerProcess] = field(default_factory=list)
     _spawner: Spawner | None = None
     _external: Spawner | None = None
@@ -305,6 +306,13 @@ class WorkerPool:
         return self.spawner()
 
     def worker(self, key: tuple[str, str]) -> WorkerProcess:
+        """The running worker for ``key``, started (and its first check answered) if there is none."""
+        found = self._start(key)
+        self._settle(key)
+        return found
+
+    def _start(self, key: tuple[str, str]) -> WorkerProcess:
+        """The worker for ``key``; a new one is started, and sent its first check without waiting for the answer."""
         if key in self.refused:
             raise CheckRefused(self.refused[key])
         found = self.workers.get(key)
@@ -313,7 +321,14 @@ class WorkerPool:
                 found.kill()
             found = self.workers[key] = WorkerProcess(self.spec, f"{key[1]} of {key[0]}", self.spawner_for(key[1]))
             if key in self.first_checks:
-                self._check_first(key, found)
+                message, timeout = self.first_checks[key]
+                self._unsettled[key] = timeout
+                try:
+                    found.send_request(message)
+                except WorkerLost:
+                    self._unsettled.pop(key, None)
+                    self.workers.pop(key, None)
+                    raise
         return found
 
     def check_first(self, key: tuple[str, str], message: dict[str, Any], timeout: float) -> None:
@@ -321,10 +336,16 @@ class WorkerPool:
         file's targets resolved in the file's own process, where a shared checker resolved them at collection."""
         self.first_checks[key] = (message, timeout)
 
-    def _check_first(self, key: tuple[str, str], worker: WorkerProcess) -> None:
-        message, timeout = self.first_checks[key]
+    def _settle(self, key: tuple[str, str]) -> None:
+        """Wait for a new worker's first check; CheckRefused (and no more workers for ``key``) if it names problems."""
+        if key not in self._unsettled:
+            return
+        timeout = self._unsettled.pop(key)
+        worker = self.workers.get(key)
+        if worker is None:  # ended meanwhile: the next start checks again
+            raise WorkerLost(f"worker {key[1]} of {key[0]} is gone")
         try:
-            reply = worker.request(message, self._within_budget(timeout))
+            reply = worker.receive_reply(self._within_budget(timeout))
         except WorkerLost:
             self.workers.pop(key, None)
             raise
@@ -390,9 +411,17 @@ class WorkerPool:
         or how it was lost. The run's budget bounds the wait."""
         timeout = self._within_budget(timeout)
         replies: dict[tuple[str, str], RawReply | WorkerLost] = {}
-        for key, message in messages.items():
+        for key in messages:  # new workers start, and take their first checks, side by side
             try:
-                self.worker(key).send_request(message)
+                self._start(key)
+            except WorkerLost as error:
+                replies[key] = self._lost(key, error)
+        for key, message in messages.items():
+            if key in replies:
+                continue
+            try:
+                self._settle(key)
+                self.workers[key].send_request(message)
             except WorkerLost as error:
                 replies[key] = self._lost(key, error)
         for key in messages:
