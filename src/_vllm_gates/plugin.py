@@ -241,8 +241,8 @@ SHARED_CHECKER = "<collection checks>"  # the worker key of collection's shared 
 
 
 def check_targets(run: GateRun, gate_file: GateFile) -> dict[str, list[Problem]]:
-    """Have each role's worker resolve its targets (none is imported here); the problems by gate id. An external
-    implementation's impl worker is asked nothing here: its ready lists the operations it answers."""
+    """Have the workers resolve the file's targets (none is imported in the judge); the problems by gate id. An
+    external implementation's impl worker is asked nothing here: its ready lists the operations it answers."""
     by_role = _targets_by_role(gate_file, _unrunnable_markers(run))
     if run.pool.spec.external:
         by_role["impl"] = []
