@@ -10,12 +10,13 @@ own (os.wait4), side by side in one run:
   of running each gate file's subjects isolated in processes of their own (two or three per file), is reported
   beside it, in all and per gate file (the issue: where the worker processes add cost, measure it there);
 - the plain suite is the gate suite's equivalent: a parametrized test of the cases and, per gate, a test that the
-  known-bad is rejected on them;
+  known-bad is rejected on them and one that a result equal to nothing is (the gate's audit item);
 - `gates run` vs the pytest run it drives (target <= 1.1x);
 - peak memory of the gate run vs the plain run (target <= 2x);
 - one gate file of 100,000 cases loads (`gates list` exits 0; --capacity N, 0 skips it).
 
-Prints each target met or MISSED; exits 1 on a miss. Usage:
+A ratio is the median over rounds of each round's pair, measured one right after the other, so that the machine's
+drift between rounds cancels. Prints each target met or MISSED; exits 1 on a miss. Usage:
     python ci/bench/bench_scale.py [--sizes 1000,10000] [--files 1,100] [--rounds 1]
 (the issue's full matrix: --sizes 1000,10000,50000 --files 1,100).
 """
@@ -89,13 +90,15 @@ def write_project(root: Path, cases: int, files: int) -> None:
         (folder / "__init__.py").write_text("")
         (folder / "gate.yaml").write_text("\n".join(lines) + "\n")
         plain = ["import pytest", "from scale_row.impl import page, page_off_by_one", "",
-                 f"CASES = {_cases(f * per_file, per_file)!r}", "",
+                 f"CASES = {_cases(f * per_file, per_file)!r}", "WRONG = object()", "",
                  "@pytest.mark.parametrize('block_size, heads, expect', CASES)",
                  "def test_page(block_size, heads, expect):", "    assert page(block_size, heads) == expect", ""]
         for g in range((per_file + CASES_PER_GATE - 1) // CASES_PER_GATE):  # each gate's known-bad must be rejected
             cut = f"CASES[{g * CASES_PER_GATE}:{(g + 1) * CASES_PER_GATE}]"
             plain += [f"def test_g{g}_rejects_off_by_one():",
-                      f"    assert any(page_off_by_one(b, h) != e for b, h, e in {cut})", ""]
+                      f"    assert any(page_off_by_one(b, h) != e for b, h, e in {cut})", "",
+                      f"def test_g{g}_rejects_wrong_everywhere():  # the gate's audit item: a stand-in equal to nothing",
+                      f"    assert any(WRONG != e for b, h, e in {cut})", ""]
         (root / "plain" / f"test_row{f}.py").write_text("\n".join(plain))
     (root / "spec" / "roadmap.yaml").write_text("\n".join(roadmap) + "\n")
 
@@ -171,12 +174,12 @@ def bench(cases: int, files: int, rounds: int) -> list[tuple[str, float, float, 
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
         root = Path(folder)
         write_project(root, cases, files)
-        commands = {
+        commands = {  # each pair compared is measured one right after the other
             "gates list": [py, "-m", "_vllm_gates.cli", "list"],
-            "collect gates": pytest_base + ["--collect-only", "gates"],
             "collect plain": pytest_base + ["--collect-only", "plain"],
-            "run gates": pytest_base + ["gates"],
+            "collect gates": pytest_base + ["--collect-only", "gates"],
             "run plain": pytest_base + ["plain"],
+            "run gates": pytest_base + ["gates"],
             "gates run": [py, "-m", "_vllm_gates.cli", "run"],
         }
         found: dict[str, list[Measured]] = {name: [] for name in commands}
@@ -184,6 +187,12 @@ def bench(cases: int, files: int, rounds: int) -> list[tuple[str, float, float, 
             for name, command in commands.items():  # interleaved: each round measures every command once
                 found[name].append(measure(command, root))
         m = {name: _median(runs) for name, runs in found.items()}
+
+    def ratio(a: str, b: str, of: str = "cpu_s") -> float:
+        """The median over rounds of a / b, each round's pair measured one after the other (the machine's drift
+        between rounds cancels; a ratio of medians would mix runs far apart in time)."""
+        return statistics.median(getattr(x, of) / getattr(y, of) for x, y in zip(found[a], found[b]))
+
     m["gates list, 1 case"] = _list_start_up(rounds)
     for name in ("run gates", "gates run", "run plain"):
         if m[name].code != 0:
@@ -193,13 +202,13 @@ def bench(cases: int, files: int, rounds: int) -> list[tuple[str, float, float, 
     return [
         ("gates list, ms per case (past the start-up of a 1-case project)", 1000 * per_case, 0.1, ""),
         (f"  (gates list, ms per case with the start-up: {1000 * m['gates list'].cpu_s / cases:.3f})", 0.0, 0.0, "info"),
-        ("collection, gates / plain (worker processes included)", m["collect gates"].cpu_s / m["collect plain"].cpu_s, 1.5, "x"),
-        ("run, gates / plain (the judge; its worker processes apart, below)", m["run gates"].own_cpu_s / m["run plain"].own_cpu_s, 1.15, "x"),
-        (f"  (run with the worker processes: {m['run gates'].cpu_s / m['run plain'].cpu_s:.3f}x; the worker processes "
+        ("collection, gates / plain (worker processes included)", ratio("collect gates", "collect plain"), 1.5, "x"),
+        ("run, gates / plain (the judge; its worker processes apart, below)", ratio("run gates", "run plain", "own_cpu_s"), 1.15, "x"),
+        (f"  (run with the worker processes: {ratio('run gates', 'run plain'):.3f}x; the worker processes "
          f"(subject isolation: a fork server and an impl and a known-bad worker per gate file): {workers:.2f} s CPU, "
          f"{1000 * workers / files:.1f} ms per gate file)", 0.0, 0.0, "info"),
-        ("gates run / its pytest run (both with their worker processes)", m["gates run"].cpu_s / m["run gates"].cpu_s, 1.1, "x"),
-        ("peak memory, gates / plain", m["run gates"].peak_mib / m["run plain"].peak_mib, 2.0, "x"),
+        ("gates run / its pytest run (both with their worker processes)", ratio("gates run", "run gates"), 1.1, "x"),
+        ("peak memory, gates / plain", ratio("run gates", "run plain", "peak_mib"), 2.0, "x"),
     ] + [(f"  ({name}: {r.cpu_s:.2f} s CPU, {r.own_cpu_s:.2f} s of it the process itself, {r.peak_mib:.0f} MiB)", 0.0, 0.0, "info")
          for name, r in m.items()]
 

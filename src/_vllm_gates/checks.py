@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from _vllm_gates.channel import orjson_parses
 from _vllm_gates.compare import WrongEverywhere, strict_equal
@@ -17,15 +17,24 @@ from _vllm_gates.implementations import kind_of
 from _vllm_gates.model import Case, Gate, Raises, TargetRef
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import is_plain, render_value
-from _vllm_gates.workers import CheckRefused, RawReply, WorkerLost, WorkerPool
+from _vllm_gates.workers import AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, WorkerLost, WorkerPool
 
 
 class Mismatch(Exception):
     """The implementation under check disagrees with the expectation or the oracle: the gate FAILS."""
 
-    def __init__(self, headline: str, where: str, data: Any, lines: list[tuple[str, str]], shrunk: bool = False):
-        self.headline, self.where, self.data, self.lines, self.shrunk = headline, where, data, lines, shrunk
+    def __init__(self, headline: str, where: str, data: Any, lines: list[tuple[str, str]] | Callable[[], list[tuple[str, str]]],
+                 shrunk: bool = False):
+        self.headline, self.where, self.data, self.shrunk = headline, where, data, shrunk
+        self._lines = lines
         super().__init__(f"{where}: {headline}")
+
+    @property
+    def lines(self) -> list[tuple[str, str]]:
+        """The report's labelled lines, rendered when first shown (a known-bad's rejection shows only the headline)."""
+        if callable(self._lines):
+            self._lines = self._lines()
+        return self._lines
 
 
 class GateBroken(Exception):
@@ -90,11 +99,12 @@ class Subject:
                 "build": self.build.dotted if self.build else None, "build_anchor": self.build.anchor if self.build else None,
                 "input": encoded}
 
-    def outcome(self, data: Any) -> Outcome:
-        """Ask the worker; a worker's failure is ERROR (GateBroken), a target or builder it refuses is too."""
+    def outcome(self, data: Any, ahead: Ahead | None = None) -> Outcome:
+        """Ask the worker; a worker's failure is ERROR (GateBroken), a target or builder it refuses is too.
+        ``ahead``: the requests of the items that follow, sent with this one when it is sent."""
         message = self.message(data)
         try:
-            raw = self.pool.exchange_raw({self.worker: message}, self.timeout)[self.worker]
+            raw = self.pool.exchange_raw({self.worker: message}, self.timeout, ahead)[self.worker]
         except CheckRefused as refused:
             raise self.refused(refused) from None
         except WorkerLost as lost:
@@ -190,7 +200,7 @@ class ResolvedGate:
     oracle_memo: dict[str, Outcome] = field(default_factory=dict, compare=False, repr=False)
     not_implemented: str = ""  # the skip reason when the judged implementation does not provide the gate's operation
 
-    def outcomes(self, impl: Subject, data: Any) -> tuple[Outcome, Outcome]:
+    def outcomes(self, impl: Subject, data: Any, ahead: Ahead | None = None) -> tuple[Outcome, Outcome]:
         """The impl's and the oracle's outcomes on one input, asked side by side (the oracle's from the memo if it
         has one); an impl reply that says exactly what the oracle's did is not parsed a second time."""
         assert self.oracle is not None
@@ -200,7 +210,7 @@ class ResolvedGate:
         if want is None:
             messages[self.oracle.worker] = self.oracle.message(data, messages[impl.worker]["input"])
         try:
-            raws = impl.pool.exchange_raw(messages, min(impl.timeout, self.oracle.timeout))
+            raws = impl.pool.exchange_raw(messages, min(impl.timeout, self.oracle.timeout), ahead)
         except WorkerLost as lost:
             who = self.oracle if getattr(lost, "key", None) == self.oracle.worker else impl
             if isinstance(lost, CheckRefused):
@@ -259,13 +269,42 @@ def outcomes_agree(rg: ResolvedGate, impl: Outcome, oracle: Outcome, subject: Su
     return _agree(rg, impl.value, oracle.value)
 
 
-def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool = True) -> int:
-    """Run one named case; return the number of checks made, raise Mismatch on disagreement."""
+def requests_ahead(rg: ResolvedGate, impl: Subject, following: Sequence[Case]) -> Ahead:
+    """The calls the next case items will make, in order, per worker (check_case's requests for each, the oracle's
+    only for an input it has no outcome for yet): sent with this item's own, so that the workers answer them while
+    the judge works (docs/worker-protocol.md §10). An input that is not plain data ends the list, as its item
+    asks nothing."""
+
+    def ahead() -> Mapping[tuple[str, str], Sequence[dict[str, Any]]]:
+        found: dict[tuple[str, str], list[dict[str, Any]]] = {impl.worker: []}
+        known = set(rg.oracle_memo)
+        for case in following[:AHEAD_REQUESTS]:
+            try:
+                encoded = encode(case.input, "input")
+            except NotPlain:
+                break
+            message = impl.message(case.input, encoded)
+            found[impl.worker].append(message)
+            if case.raises is None and rg.oracle is not None:
+                key = repr(case.input) if is_plain(case.input) else None
+                if key is None or key not in known:
+                    found.setdefault(rg.oracle.worker, []).append(rg.oracle.message(case.input, encoded))
+                if key is not None:
+                    known.add(key)
+        return found
+
+    return ahead
+
+
+def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool = True, following: Sequence[Case] = ()) -> int:
+    """Run one named case; return the number of checks made, raise Mismatch on disagreement. ``following``: the
+    case items that run next on the same subject, whose calls may be sent with this one's."""
     where = f"{case.location}: gate {rg.gate.id}, case {case.name!r}"
+    ahead = requests_ahead(rg, impl, following) if following else None
     if case.raises is None and rg.oracle is not None:
-        got, oracle_got = rg.outcomes(impl, case.input)
+        got, oracle_got = rg.outcomes(impl, case.input, ahead)
     else:
-        got, oracle_got = impl.outcome(case.input), None
+        got, oracle_got = impl.outcome(case.input, ahead), None
     checks = 0
     if case.raises is not None:
         checks += 1
@@ -286,9 +325,9 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
     if case.has_expect:
         checks += 1
         if got.error is not None or not _agree(rg, got.value, case.expect):
-            lines = [("impl", got.describe()), ("expected", render_value(case.expect))]
-            if oracle_got is not None:
-                lines.append(("oracle", oracle_got.describe()))
+            def lines() -> list[tuple[str, str]]:
+                shown = [("impl", got.describe()), ("expected", render_value(case.expect))]
+                return shown + ([("oracle", oracle_got.describe())] if oracle_got is not None else [])
             raise Mismatch("impl does not return the expected value", where, case.input, lines)
         if oracle_got is not None and check_oracle:
             checks += 1
@@ -298,7 +337,8 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
     if oracle_got is not None:
         checks += 1
         if not outcomes_agree(rg, got, oracle_got, impl):
-            raise Mismatch("impl disagrees with the oracle", where, case.input, [("impl", got.describe()), ("oracle", oracle_got.describe())])
+            raise Mismatch("impl disagrees with the oracle", where, case.input,
+                           lambda: [("impl", got.describe()), ("oracle", oracle_got.describe())])
     return checks
 
 

@@ -97,9 +97,20 @@ class GateItem(pytest.Item):
             cause = error.__cause__
             text = f"gate error (the gate's own code failed, not the implementation): {error}"
             if cause is not None:
-                text += "\n" + str(super().repr_failure(excinfo.from_exc_info((type(cause), cause, cause.__traceback__)), style="short"))
+                text += "\n" + self._cause_shown(cause)
             return text
         return super().repr_failure(excinfo, style=style)
+
+
+    def _cause_shown(self, cause: BaseException) -> str:
+        """pytest's short traceback of what broke the gate; Python's own where pytest cannot render a frame (an
+        interrupt can leave one without a line number), so a report never fails in the making."""
+        try:
+            return str(super().repr_failure(pytest.ExceptionInfo.from_exc_info((type(cause), cause, cause.__traceback__)), style="short"))
+        except Exception:
+            import traceback
+
+            return "".join(traceback.format_exception(type(cause), cause, cause.__traceback__, limit=-8)).rstrip()
 
 
 def _render_mismatch(error: Mismatch, nodeid: str) -> str:
@@ -119,11 +130,41 @@ class CaseItem(GateItem):
     def __init__(self, *, resolved: ResolvedGate, case: Case, **kwargs: Any):
         super().__init__(**kwargs)
         self.resolved, self.case = resolved, case
+        self.run_of: tuple[tuple[Case, ...], int] = ((), 0)  # the cases run one after another with it, and its place
 
     def run_checks(self) -> ItemRecord:
         if self.resolved.not_implemented:
             pytest.skip(self.resolved.not_implemented)
-        return ItemRecord(checks.check_case(self.resolved, self.case, self.resolved.impl))
+        cases, at = self.run_of
+        following = cases[at + 1:at + 1 + checks.AHEAD_REQUESTS] if cases else ()
+        return ItemRecord(checks.check_case(self.resolved, self.case, self.resolved.impl, following=following))
+
+
+def link_runs(items: list[pytest.Item]) -> None:
+    """Mark each stretch of case items of one gate that the session runs one after another (none skipped by a
+    marker), so that each item's calls can be sent with those of the items before it (docs/worker-protocol.md §10)."""
+    start = 0
+    while start < len(items):
+        end = start
+        first = items[start]
+        if isinstance(first, CaseItem) and _runs_plainly(first):
+            while end + 1 < len(items) and isinstance(nxt := items[end + 1], CaseItem) and nxt.resolved is first.resolved \
+                    and _runs_plainly(nxt):
+                end += 1
+        if end > start:
+            cases = tuple(item.case for item in items[start:end + 1])  # type: ignore[attr-defined]
+            for at, item in enumerate(items[start:end + 1]):
+                item.run_of = (cases, at)  # type: ignore[attr-defined]
+        start = end + 1
+
+
+_SKIPPING = frozenset({"skip", "skipif", "xfail"})
+
+
+def _runs_plainly(item: CaseItem) -> bool:
+    """No marker of its own that may skip it (a requirement unmet here adds one). Only a shortcut: a request sent
+    ahead that its item never claims costs a new worker, never a wrong reply."""
+    return not item.resolved.not_implemented and not any(m.name in _SKIPPING for m in item.own_markers)
 
 
 class PropertiesItem(GateItem):

@@ -21,7 +21,7 @@ from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.evidence import SIMULATED_DEVICE_ENV, GateEvidence
 from _vllm_gates.gatefile import LoadShare, load_gate_file, peek_row_id
 from _vllm_gates.implementations import PYTHON, Implementation
-from _vllm_gates.items import RECORD, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items
+from _vllm_gates.items import RECORD, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items, link_runs
 from _vllm_gates.model import Gate, GateFile, TargetRef
 from _vllm_gates.profiles import load_default_profile, register_profiles
 from _vllm_gates.project import second_gate_file, unknown_row
@@ -463,6 +463,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = gate_run(session.config)
     if run is not None:
         run.selected = [item.identity for item in session.items if isinstance(item, GateItem)]
+        if not xdist_run.is_worker(session.config):  # an xdist worker runs what it is sent, in the order it is sent
+            link_runs(session.items)
         for item in session.items:
             where = _worker_file(item)
             if where is not None:

@@ -13,14 +13,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
-from _vllm_gates.channel import (PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, ProtocolError, forget, parse, receive,
-                                 receive_frame, send)
+from _vllm_gates.channel import (PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, ProtocolError, forget, frame, parse,
+                                 receive, receive_frame, send)
 
 STARTUP_TIMEOUT = 120.0
+AHEAD_REQUESTS = 32  # at most this many calls sent ahead of their items to one worker (docs/worker-protocol.md §10)
+AHEAD_BYTES = 32 * 1024  # and at most this many bytes of them: far below a socket's buffer, so the send never blocks
+
+Ahead = Callable[[], Mapping[tuple[str, str], Sequence[dict[str, Any]]]]  # the next items' requests, per worker
 
 
 class WorkerLost(Exception):
@@ -150,6 +155,8 @@ class WorkerProcess:
         self.returncode: int | None = None
         self.sock = judge_end
         self.next_id = 0
+        self.unanswered: deque[int] = deque()  # ids of the requests sent whose replies are not read yet, in order
+        self.ahead: deque[bytes] = deque()  # requests sent ahead of the items that will ask for them, not yet claimed
         send(self.sock, {"op": "hello", "version": PROTOCOL_VERSION, "root": str(spec.root), "path": list(spec.path),
                          "allowed_roots": list(spec.allowed_roots), "role": label, "settings": dict(spec.settings)})
         self.started = False
@@ -176,21 +183,49 @@ class WorkerProcess:
         self.send_request(message)
         return self.receive_reply(timeout)
 
-    def send_request(self, message: dict[str, Any]) -> None:
+    def send_request(self, message: dict[str, Any], ahead: Sequence[dict[str, Any]] = ()) -> None:
+        """Send one request, and in the same write those the next items will make (``ahead``, cut to AHEAD_REQUESTS
+        and AHEAD_BYTES), so that the worker answers them while the judge works; each item claims its own."""
         self.wait_ready()
         self.next_id += 1
+        frames = [frame({**message, "id": self.next_id})]
+        ids, contents = [self.next_id], []
+        size = len(frames[0])
+        for later in ahead[:AHEAD_REQUESTS]:
+            try:
+                sent = frame({**later, "id": self.next_id + 1})
+            except ProtocolError:  # too big for a frame: its item sends it, and is told so
+                break
+            if size + len(sent) > AHEAD_BYTES:
+                break
+            self.next_id += 1
+            frames.append(sent)
+            ids.append(self.next_id)
+            contents.append(frame(later))
+            size += len(sent)
         try:
-            send(self.sock, {**message, "id": self.next_id})
+            if self.sock.gettimeout() is not None:
+                self.sock.settimeout(None)
+            self.sock.sendall(b"".join(frames))
         except OSError:
             raise WorkerLost(self._death("the channel closed")) from None
+        self.unanswered.extend(ids)
+        self.ahead.extend(contents)
+
+    def claim(self, message: dict[str, Any]) -> bool:
+        """Whether this request was sent ahead, next in line: its reply is then the next to read, and nothing is sent."""
+        if self.ahead and self.ahead[0] == frame(message):
+            self.ahead.popleft()
+            return True
+        return False
 
     def receive_reply(self, timeout: float) -> dict[str, Any]:
         return self.parse_reply(self.receive_raw(timeout))
 
     def receive_raw(self, timeout: float) -> RawReply:
-        """The reply to the last request, unparsed (WorkerLost, and the worker ended, if none comes)."""
+        """The reply to the oldest request not yet answered, unparsed (WorkerLost, and the worker ended, if none comes)."""
         body, exact = self._receive(lambda: receive_frame(self.sock, timeout), timeout, "answering")
-        return RawReply(body, exact, self.next_id)
+        return RawReply(body, exact, self.unanswered.popleft() if self.unanswered else self.next_id)
 
     def parse_reply(self, raw: RawReply) -> dict[str, Any]:
         reply = self._receive(lambda: parse(raw.body, raw.exact), 0, "answering")
@@ -397,18 +432,21 @@ class WorkerPool:
     def request(self, key: tuple[str, str], message: dict[str, Any], timeout: float) -> dict[str, Any]:
         return self.parse(key, self.exchange_raw({key: message}, timeout)[key])
 
-    def exchange_raw(self, messages: dict[tuple[str, str], dict[str, Any]], timeout: float) -> dict[tuple[str, str], RawReply]:
+    def exchange_raw(self, messages: dict[tuple[str, str], dict[str, Any]], timeout: float,
+                     ahead: Ahead | None = None) -> dict[tuple[str, str], RawReply]:
         """One request to each of several workers, the replies unparsed; the first worker lost raises WorkerLost
-        (carrying its key), after the others' replies were still collected."""
-        replies = self._exchange(messages, timeout)
+        (carrying its key), after the others' replies were still collected. ``ahead``: the next items' requests."""
+        replies = self._exchange(messages, timeout, ahead)
         lost = next((reply for reply in replies.values() if isinstance(reply, WorkerLost)), None)
         if lost is not None:
             raise lost
         return replies  # type: ignore[return-value]
 
-    def _exchange(self, messages: dict[tuple[str, str], dict[str, Any]], timeout: float) -> dict[tuple[str, str], RawReply | WorkerLost]:
+    def _exchange(self, messages: dict[tuple[str, str], dict[str, Any]], timeout: float,
+                  ahead: Ahead | None = None) -> dict[tuple[str, str], RawReply | WorkerLost]:
         """Every request sent before any reply is awaited (the workers work side by side); per worker its raw reply
-        or how it was lost. The run's budget bounds the wait."""
+        or how it was lost. The run's budget bounds the wait. A request sent ahead is claimed, not sent again; one
+        sent fresh carries ``ahead()``'s requests for that worker with it."""
         timeout = self._within_budget(timeout)
         replies: dict[tuple[str, str], RawReply | WorkerLost] = {}
         for key in messages:  # new workers start, and take their first checks, side by side
@@ -416,12 +454,20 @@ class WorkerPool:
                 self._start(key)
             except WorkerLost as error:
                 replies[key] = self._lost(key, error)
+        later: Mapping[tuple[str, str], Sequence[dict[str, Any]]] | None = None
         for key, message in messages.items():
             if key in replies:
                 continue
             try:
                 self._settle(key)
-                self.workers[key].send_request(message)
+                worker = self.workers[key]
+                if worker.ahead:
+                    if worker.claim(message):
+                        continue
+                    worker = self._abandon_ahead(key)
+                if ahead is not None and later is None:
+                    later = ahead()
+                worker.send_request(message, later.get(key, ()) if later else ())
             except WorkerLost as error:
                 replies[key] = self._lost(key, error)
         for key in messages:
@@ -431,6 +477,14 @@ class WorkerPool:
                 except WorkerLost as error:
                     replies[key] = self._lost(key, error)
         return replies
+
+    def _abandon_ahead(self, key: tuple[str, str]) -> WorkerProcess:
+        """A worker whose requests sent ahead are not the ones asked for (the items ran in another order): it is
+        ended with the calls no item claimed, and a new one started, so that no reply waits on an unclaimed call."""
+        self.discard(key)
+        found = self._start(key)
+        self._settle(key)
+        return found
 
     def _lost(self, key: tuple[str, str], error: WorkerLost) -> WorkerLost:
         self.workers.pop(key, None)

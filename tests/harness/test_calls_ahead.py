@@ -1,0 +1,187 @@
+"""A serial run sends a gate's next case calls with the current one (docs/worker-protocol.md §10), and that changes
+what it costs, never what it finds (issue 15: the run near plain pytest).
+
+Each call the subject answers is logged with the process that answered it. The tests check that every call is
+made once and in order in one worker. A subject that exits or hangs on one case costs that case, and only that
+case, as it does when calls go one at a time. A call sent ahead that its item never asks for (the item is skipped
+as it starts) ends its worker, and the next case gets its answer from a new worker.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _vllm_gates.plain import encode
+from _vllm_gates.workers import AHEAD_BYTES, WorkerPool, WorkerSpec
+from tests.harness.test_shared_checkers import PYPROJECT  # a project of rows under gates/rows, subjects in pkg
+
+pytestmark = pytest.mark.cpu
+
+MODULE = '''import os
+import time
+
+_LOG = os.path.join(os.path.dirname(__file__), "..", "calls.log")
+
+
+def page(n):
+    with open(_LOG, "a") as log:
+        log.write(f"{{os.getpid()}} {{n}} {{time.monotonic_ns()}}\\n")
+    if n == {exit_on}:
+        os._exit(3)
+    if n == {hang_on}:
+        time.sleep(60)
+    return 2 * n
+
+
+def page_plus_one(n):
+    return 2 * n + 1
+'''
+CASES = 6
+
+
+def _project(root: Path, exit_on: int = -1, hang_on: int = -1, conftest: str = "") -> Path:
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "row.py").write_text(MODULE.format(exit_on=exit_on, hang_on=hang_on))
+    (root / "spec").mkdir()
+    (root / "spec" / "s.md").write_text("# S\n\n- **S-1.1** pages are counted\n")
+    (root / "spec" / "roadmap.yaml").write_text("rows:\n  R-0:\n    title: row\n    state: DONE\n    milestones:\n"
+                                                "      M1: {title: pages, state: DONE}\n")
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    folder = root / "gates" / "rows" / "r0"
+    folder.mkdir(parents=True)
+    for package in (root / "gates", root / "gates" / "rows", folder):
+        (package / "__init__.py").write_text("")
+    cases = "".join(f"      c{n}: {{input: {{n: {n}}}, expect: {2 * n}}}\n" for n in range(CASES))
+    (folder / "gate.yaml").write_text("row: R-0\ntitle: row\nspec: spec/s.md\ngates:\n  - id: g\n    milestone: M1\n"
+                                      "    covers: [S-1.1]\n    markers: [cpu]\n    timeout: 3\n    impl: pkg.row:page\n"
+                                      f"    cases:\n{cases}    known_bad:\n      plus-one: pkg.row:page_plus_one\n")
+    if conftest:
+        (root / "conftest.py").write_text(conftest)
+    return root
+
+
+def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONPATH")}
+    return subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _calls(root: Path) -> list[tuple[str, int]]:
+    """(pid, n) of each call the impl answered, in the order made."""
+    return [(pid, int(n)) for pid, n, _ in (line.split() for line in (root / "calls.log").read_text().splitlines())]
+
+
+STARTS = '''import os
+import time
+
+
+def pytest_runtest_call(item):
+    with open(os.path.join(os.path.dirname(__file__), "starts.log"), "a") as log:
+        log.write(f"{item.name} {time.monotonic_ns()}\\n")
+'''
+
+
+def _answered_before_asked(root: Path) -> set[int]:
+    """The cases whose call the worker answered before their item began (sent ahead)."""
+    answered = {int(n): int(t) for _, n, t in (line.split() for line in (root / "calls.log").read_text().splitlines())}
+    began = {int(name[1:]): int(t) for name, t in (line.split() for line in (root / "starts.log").read_text().splitlines())
+             if name[1:].isdigit()}
+    return {n for n in answered if n in began and answered[n] < began[n]}
+
+
+def _outcomes(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """Case name -> PASSED / FAILED / ERROR / SKIPPED, from pytest's -rA summary."""
+    found = {}
+    for line in result.stdout.splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("PASSED", "FAILED", "ERROR", "SKIPPED") and "::g::c" in rest:
+            found[rest.split("::g::")[1].split()[0]] = word
+    return found
+
+
+def test_every_case_call_is_made_once_in_order_in_one_worker_and_sent_ahead(tmp_path):
+    root = _project(tmp_path, conftest=STARTS)
+    ran = _pytest(root)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    calls = _calls(root)
+    assert [n for _, n in calls] == list(range(CASES)), calls
+    assert len({pid for pid, _ in calls}) == 1, calls
+    assert _answered_before_asked(root) == set(range(1, CASES)), calls  # every call after the first went with it
+
+
+def test_a_subject_that_exits_on_one_case_costs_that_case_only(tmp_path):
+    root = _project(tmp_path, exit_on=2)
+    ran = _pytest(root)
+    assert ran.returncode != 0
+    outcomes = _outcomes(ran)
+    assert outcomes == {"c0": "PASSED", "c1": "PASSED", "c2": "FAILED", "c3": "PASSED", "c4": "PASSED", "c5": "PASSED"}, ran.stdout
+    assert "c2" in ran.stdout and "exited with status 3" in ran.stdout, ran.stdout
+    calls = _calls(root)
+    first = calls[0][0]
+    assert [n for pid, n in calls if pid == first] == [0, 1, 2], calls  # the calls sent ahead of c2 died with it
+    assert [n for pid, n in calls if pid != first] == [3, 4, 5], calls  # and were asked again of a new worker
+
+
+def test_a_subject_that_hangs_on_one_case_times_out_that_case_only(tmp_path):
+    root = _project(tmp_path, hang_on=1)
+    ran = _pytest(root)
+    outcomes = _outcomes(ran)
+    assert outcomes == {"c0": "PASSED", "c1": "FAILED", "c2": "PASSED", "c3": "PASSED", "c4": "PASSED", "c5": "PASSED"}, ran.stdout
+    assert "timed out after 3 s" in ran.stdout, ran.stdout
+
+
+SKIP_C2 = '''import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if item.name == "c2":
+        pytest.skip("skipped as it starts")
+'''
+
+
+def test_a_call_sent_ahead_that_no_item_asks_for_ends_its_worker(tmp_path):
+    root = _project(tmp_path, conftest=SKIP_C2)
+    ran = _pytest(root)
+    outcomes = _outcomes(ran)
+    assert outcomes == {"c0": "PASSED", "c1": "PASSED", "c3": "PASSED", "c4": "PASSED", "c5": "PASSED"}, ran.stdout
+    assert "1 skipped" in ran.stdout and "skipped as it starts" in ran.stdout, ran.stdout
+    calls = _calls(root)
+    first = calls[0][0]
+    later = [n for pid, n in calls if pid != first]
+    assert later == [3, 4, 5], calls  # c3's answer came from a new worker, not from the one that ran c2's call
+    assert [n for pid, n in calls if pid == first][:3] == [0, 1, 2], calls
+
+
+def test_an_xdist_worker_sends_nothing_ahead_and_finds_the_same(tmp_path):
+    pytest.importorskip("xdist")
+    root = _project(tmp_path, exit_on=2, conftest=STARTS)
+    serial = _outcomes(_pytest(root))
+    for log in ("calls.log", "starts.log"):
+        (root / log).unlink()
+    parallel = _pytest(root, "-n", "2")
+    assert _outcomes(parallel) == serial, parallel.stdout
+    assert _answered_before_asked(root) == set(), (root / "calls.log").read_text()
+
+
+def test_requests_ahead_stop_short_of_the_byte_limit(tmp_path):
+    root = _project(tmp_path)
+    pool = WorkerPool(WorkerSpec(root, (str(root),), ("pkg", "gates")))
+    try:
+        key = ("gates/rows/r0/gate.yaml", "impl")
+        small = {"op": "call", "target": "pkg.row:page", "input": encode({"n": 1}, "input")}
+        big = {"op": "call", "target": "pkg.row:page", "input": encode({"n": 1, "pad": "x" * AHEAD_BYTES}, "input")}
+        reply = pool.exchange_raw({key: small}, 10, ahead=lambda: {key: [small, small, big, small]})[key]
+        assert pool.parse(key, reply)["result"]["value"] == 2
+        worker = pool.workers[key]
+        assert len(worker.ahead) == 2 and len(worker.unanswered) == 2  # the two small ones; the big one and all after it wait
+        for _ in range(2):
+            assert pool.parse(key, pool.exchange_raw({key: small}, 10)[key])["result"]["value"] == 2
+        assert not worker.ahead and not worker.unanswered and pool.workers[key] is worker
+    finally:
+        pool.close()
