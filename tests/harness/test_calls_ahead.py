@@ -1,8 +1,9 @@
 """A serial run sends a gate's next case calls with the current one (docs/worker-protocol.md §10), and that changes
 what it costs, never what it finds (issue 15: the run near plain pytest).
 
-Each call the subject answers is logged with the process that answered it. The tests check that every call is
-made once and in order in one worker. A subject that exits or hangs on one case costs that case, and only that
+Each call the subject answers is logged with the process that answered it, and a conftest in the judge logs each
+write of an impl call with how many later calls went with it. The tests check that every call is made once and in
+order in one worker, and that the later cases' calls went with the first. A subject that exits or hangs on one case costs that case, and only that
 case, as it does when calls go one at a time. A call sent ahead that its item never asks for (the item is skipped
 as it starts) ends its worker, and the next case gets its answer from a new worker.
 """
@@ -29,7 +30,7 @@ _LOG = os.path.join(os.path.dirname(__file__), "..", "calls.log")
 
 def page(n):
     with open(_LOG, "a") as log:
-        log.write(f"{{os.getpid()}} {{n}} {{time.monotonic_ns()}}\\n")
+        log.write(f"{{os.getpid()}} {{n}}\\n")
     if n == {exit_on}:
         os._exit(3)
     if n == {hang_on}:
@@ -73,25 +74,31 @@ def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _calls(root: Path) -> list[tuple[str, int]]:
     """(pid, n) of each call the impl answered, in the order made."""
-    return [(pid, int(n)) for pid, n, _ in (line.split() for line in (root / "calls.log").read_text().splitlines())]
+    return [(pid, int(n)) for pid, n in (line.split() for line in (root / "calls.log").read_text().splitlines())]
 
 
-STARTS = '''import os
-import time
+SENDS = '''import os
+
+import _vllm_gates.workers as workers
+
+_send = workers.WorkerProcess.send_request
 
 
-def pytest_runtest_call(item):
-    with open(os.path.join(os.path.dirname(__file__), "starts.log"), "a") as log:
-        log.write(f"{item.name} {time.monotonic_ns()}\\n")
+def send_request(self, message, ahead=()):
+    before = len(self.ahead)
+    _send(self, message, ahead)
+    if message.get("op") == "call" and self.label.startswith("impl"):
+        with open(os.path.join(os.path.dirname(__file__), "sends.log"), "a") as log:
+            log.write(f"{message['input']['$map'][0][1]} {len(self.ahead) - before}\\n")
+
+
+workers.WorkerProcess.send_request = send_request
 '''
 
 
-def _answered_before_asked(root: Path) -> set[int]:
-    """The cases whose call the worker answered before their item began (sent ahead)."""
-    answered = {int(n): int(t) for _, n, t in (line.split() for line in (root / "calls.log").read_text().splitlines())}
-    began = {int(name[1:]): int(t) for name, t in (line.split() for line in (root / "starts.log").read_text().splitlines())
-             if name[1:].isdigit()}
-    return {n for n in answered if n in began and answered[n] < began[n]}
+def _writes(root: Path) -> list[tuple[int, int]]:
+    """Each write of an impl call by the judge: (the case's n, how many calls of later items went with it)."""
+    return [(int(n), int(ahead)) for n, ahead in (line.split() for line in (root / "sends.log").read_text().splitlines())]
 
 
 def _outcomes(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
@@ -105,13 +112,13 @@ def _outcomes(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
 
 
 def test_every_case_call_is_made_once_in_order_in_one_worker_and_sent_ahead(tmp_path):
-    root = _project(tmp_path, conftest=STARTS)
+    root = _project(tmp_path, conftest=SENDS)
     ran = _pytest(root)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     calls = _calls(root)
     assert [n for _, n in calls] == list(range(CASES)), calls
     assert len({pid for pid, _ in calls}) == 1, calls
-    assert _answered_before_asked(root) == set(range(1, CASES)), calls  # every call after the first went with it
+    assert _writes(root) == [(0, CASES - 1)], _writes(root)  # one write: c0's call, and every later case's with it
 
 
 def test_a_subject_that_exits_on_one_case_costs_that_case_only(tmp_path):
@@ -160,13 +167,14 @@ def test_a_call_sent_ahead_that_no_item_asks_for_ends_its_worker(tmp_path):
 
 def test_an_xdist_worker_sends_nothing_ahead_and_finds_the_same(tmp_path):
     pytest.importorskip("xdist")
-    root = _project(tmp_path, exit_on=2, conftest=STARTS)
+    root = _project(tmp_path, exit_on=2, conftest=SENDS)
     serial = _outcomes(_pytest(root))
-    for log in ("calls.log", "starts.log"):
+    assert _writes(root) == [(0, CASES - 1), (3, 2)], _writes(root)  # after c2's worker died, c3 sent c4 and c5 along
+    for log in ("calls.log", "sends.log"):
         (root / log).unlink()
     parallel = _pytest(root, "-n", "2")
     assert _outcomes(parallel) == serial, parallel.stdout
-    assert _answered_before_asked(root) == set(), (root / "calls.log").read_text()
+    assert sorted(_writes(root)) == [(n, 0) for n in range(CASES)], _writes(root)  # one call per write
 
 
 def test_requests_ahead_stop_short_of_the_byte_limit(tmp_path):
