@@ -278,7 +278,7 @@ def requests_ahead(rg: ResolvedGate, impl: Subject, following: Sequence[Case]) -
     def ahead() -> Mapping[tuple[str, str], Sequence[dict[str, Any]]]:
         found: dict[tuple[str, str], list[dict[str, Any]]] = {impl.worker: []}
         known = set(rg.oracle_memo)
-        for case in following[:AHEAD_REQUESTS]:
+        for case in following:
             try:
                 encoded = encode(case.input, "input")
             except NotPlain:

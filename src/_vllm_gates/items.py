@@ -101,7 +101,6 @@ class GateItem(pytest.Item):
             return text
         return super().repr_failure(excinfo, style=style)
 
-
     def _cause_shown(self, cause: BaseException) -> str:
         """pytest's short traceback of what broke the gate; Python's own where pytest cannot render a frame (an
         interrupt can leave one without a line number), so a report never fails in the making."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from _vllm_gates.channel import (PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, ProtocolError, forget, frame, parse,
-                                 receive, receive_frame, send)
+                                 receive, receive_frame, send, send_frames)
 
 STARTUP_TIMEOUT = 120.0
 AHEAD_REQUESTS = 32  # at most this many calls sent ahead of their items to one worker (docs/worker-protocol.md §10)
@@ -204,9 +204,7 @@ class WorkerProcess:
             contents.append(frame(later))
             size += len(sent)
         try:
-            if self.sock.gettimeout() is not None:
-                self.sock.settimeout(None)
-            self.sock.sendall(b"".join(frames))
+            send_frames(self.sock, frames)
         except OSError:
             raise WorkerLost(self._death("the channel closed")) from None
         self.unanswered.extend(ids)
