@@ -343,7 +343,11 @@ def probe_kv_cache_config(cfg: Mapping[str, Any], request: ProbeRequest, num_blo
     if not isinstance(request, ProbeRequest):
         raise TypeError(f"probe_kv_cache_config needs a ProbeRequest, got {request!r}")
     model = _run_dtype(cfg, request.dtype)
-    check_heads_divisible(cfg, request.tensor_parallel_size)  # before any layer: hybrids with no attention layer too
+    # Config-level refusals come before any layer, in vLLM's order (VllmConfig.__post_init__ rejects a mismatched
+    # float KV cache dtype, then verify_with_parallel_config the heads), so a hybrid with no attention layer is
+    # refused too.
+    _kv_storage(request, model)
+    check_heads_divisible(cfg, request.tensor_parallel_size)
     by_spec: dict[KVCacheSpec, list[str]] = {}
     specs: dict[str, KVCacheSpec] = {}
     for i, kind in enumerate(layer_types(cfg)):

@@ -27,6 +27,23 @@ def float_cache_dtype_not_checked(model: str | Mapping[str, Any], tensor_paralle
     return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
 
 
+def float_cache_dtype_checked_per_layer(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                                        kv_cache_dtype: str = "auto") -> int:
+    """The mismatched float KV cache dtype refused only where an attention layer is built (the port's defect that a
+    fresh seed found, issue 25): a model whose layers are all linear attention is answered, vLLM refuses it."""
+    cfg = model_config(model)
+    if kv_cache_dtype in ("float16", "bfloat16") and "attention" not in layer_kinds(cfg):
+        return model_bytes_per_block(cfg, tensor_parallel_size, block_size, "auto")
+    return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
+
+
+def layer_kinds(cfg: Mapping[str, Any]) -> set[str]:
+    """The port's layer kinds of a config, as 'attention' (full or sliding) or 'linear_attention'."""
+    from impl.entrypoints.model_geometry import layer_types
+
+    return {"linear_attention" if kind == "linear_attention" else "attention" for kind in layer_types(cfg)}
+
+
 def hybrid_pool_by_largest_group(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
                                  kv_cache_dtype: str = "auto") -> int:
     """vLLM's pool block (the largest attention kind's pages) reported where the row gates the summed figure."""

@@ -410,7 +410,10 @@ static DType RunDType(const Json& cfg, const std::optional<DType>& requested) {
 
 vllm::v1::KVCacheConfig ProbeKVCacheConfig(const Json& cfg, const ProbeRequest& request, int64_t num_blocks) {
   const DType model = RunDType(cfg, request.dtype);
-  CheckHeadsDivisible(cfg, request.tensor_parallel_size);  // before any layer: hybrids with no attention layer too
+  // Config-level refusals before any layer, in vLLM's order (VllmConfig.__post_init__: a mismatched float KV cache
+  // dtype, then verify_with_parallel_config's heads check), so a hybrid with no attention layer is refused too.
+  KVStorage(request, model);
+  CheckHeadsDivisible(cfg, request.tensor_parallel_size);
   std::vector<std::string> kinds;  // first appearance order; one spec (and group) per kind
   std::vector<std::shared_ptr<vllm::v1::KVCacheSpec>> specs;
   std::vector<std::vector<std::string>> names;
