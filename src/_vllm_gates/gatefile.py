@@ -6,7 +6,9 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
+from _vllm_gates.agreement import disagreements
 from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
 from _vllm_gates.model import Case, Gate, GateFile, KnownBad, Operation, Properties, Raises, Roadmap, Row, TargetRef
 from _vllm_gates.operations import OPERATION_NAME, load_operations, operations_path
@@ -326,9 +328,10 @@ def row_package(folder: str) -> str | None:
 
 
 def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tuple[str, ...],
-                   share: LoadShare | None = None) -> GateFile:
+                   share: LoadShare | None = None, error_kinds: Mapping[str, str] | None = None) -> GateFile:
     """Parse and validate a gate file; raise DefinitionError with every problem found. ``share``: what the files
-    of one load share (LoadShare); without it, nothing is shared with another call."""
+    of one load share (LoadShare); without it, nothing is shared with another call. ``error_kinds``: the project's
+    `[tool.vllm-gates.error-kinds]`, against which the cases' expected errors meet their operations' (agreement.py)."""
     share = share if share is not None else LoadShare()
     shown = _shown(path, root, share)
     folder = shown.rpartition("/")[0]
@@ -371,6 +374,8 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
                 continue
             seen[gate.id] = location_of(gate_map, "id")
             gates.append(gate)
+    if not reader.problems:  # gates and operations as written: does the interface file announce what the cases ask?
+        reader.problems.extend(disagreements(gates, reader.operations, ops_shown, error_kinds))
     if reader.problems:
         raise DefinitionError(reader.problems)
     return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"), folder, operations)

@@ -105,6 +105,22 @@ class Gate:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """A bound an operation declares (operations.yaml `limits:`, issue 25): the place in a case it applies to
+    (`input.<path>`, `output` or `output.<path>`), the bound as written and its value, and which side it bounds."""
+
+    name: str
+    location: Location
+    place: tuple[str, ...]  # ("input", "params", "num_blocks"), ("output",), ("output", "num_blocks")
+    written: str  # the bound as operations.yaml writes it: INT32_MAX, 0, ...
+    bound: int
+    is_max: bool  # `max:` (values above are beyond it) or `min:` (values below are)
+
+    def describe(self) -> str:
+        return f"{'.'.join(self.place)} {'<=' if self.is_max else '>='} {self.written}"
+
+
+@dataclass(frozen=True)
 class Operation:
     """A language-neutral operation a row's gates call (operations.yaml): what it takes, returns and raises, and
     the Python port's binding (an impl callable and its builder)."""
@@ -117,6 +133,8 @@ class Operation:
     errors: tuple[tuple[str, str], ...]
     python_impl: TargetRef
     python_build: TargetRef | None
+    errors_location: Location | None = None  # where `errors:` is written (None: the operation declares none)
+    limits: tuple[Limit, ...] = ()
 
 
 @dataclass(frozen=True)

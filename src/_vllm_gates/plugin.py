@@ -177,7 +177,7 @@ class GateFileNode(pytest.File):
             yield DefinitionErrorItem.from_parent(self, name="roadmap", problems=roadmap_problems, **common)
             return
         try:
-            gate_file = load_gate_file(self.path, project.root, roadmap, every, run.load_share)
+            gate_file = load_gate_file(self.path, project.root, roadmap, every, run.load_share, dict(project.error_kinds))
         except DefinitionError as error:
             run.broken[row] = str(error)
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=error.problems, **common)
