@@ -4,15 +4,18 @@ version history, in either of the two conventions of CAPI-1.6.
 - ``annotations`` (spec/include/vllm.h): each member's comment opens with "[vN]"; the history comment has one line
   per version, `` *   vN  text``, naming the members it appended as ``+member``.
 - ``headings`` (the C++ port's include/vllm.h): a comment whose first line carries "(ABI vN)" heads the run of
-  members that follows it (members before the first heading are v1); the version log is prose in the comments
-  outside the struct, one entry per version opening a comment line as ``vN:`` or ``vN —``, and an entry names a
-  member it appended as ``vllm_model_params.<member>``.
+  members that follows it (members before the first heading are v1); the version log is prose, one entry per
+  version opening a comment line as ``vN:`` or ``vN —``, and an entry names a member it appended as
+  ``vllm_model_params.<member>``.
+
+In both, the history is the comments written before the ``#define VLLM_ABI_VERSION`` line (CAPI-1.7): a "vN:" remark
+after it, on another struct's member or on an entry point, is documentation, never a log entry.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Mapping, Sequence
 
 from impl.capi.errors import AbiHistoryError
 
@@ -134,60 +137,74 @@ def read_members(text: str) -> tuple[str, list[Member]]:
     return HEADINGS, members
 
 
+def history_comment_lines(text: str) -> list[list[str]]:
+    """The comments before the ``#define VLLM_ABI_VERSION`` line, each as its lines without ``/*`` and ``*/`` (a
+    line's leading spaces and ``*`` kept), scanned line by line (CAPI-1.7)."""
+    lines = text.splitlines()
+    macro = next((i for i, line in enumerate(lines) if _MACRO.match(line.strip())), None)
+    if macro is None:
+        read_abi_version(text)  # raises, naming what it found
+    comments: list[list[str]] = []
+    in_comment = False
+    for line in lines[:macro]:
+        rest: str | None = line
+        while rest is not None:
+            if not in_comment:
+                if "/*" not in rest:
+                    break
+                rest = rest.split("/*", 1)[1]
+                comments.append([])
+                in_comment = True
+            body, closes, after = rest.partition("*/")
+            comments[-1].append(body)
+            in_comment, rest = (False, after) if closes else (True, None)
+    return comments
+
+
 def read_annotation_history(text: str) -> dict[int, tuple[str, ...]]:
-    """The ``+member`` words of each `` *   vN  text`` history line (continuations indented further)."""
+    """The ``+member`` words of each `` *   vN  text`` line of the history comment (continuations indented
+    further)."""
     entries: dict[int, list[str]] = {}
-    current: int | None = None
-    for line in text.splitlines():
-        if not line.lstrip().startswith("*"):
-            current = None
-            continue
-        body = comment_text(line)
-        entry = _OUR_ENTRY.match(body)
-        if entry:
-            current = int(entry.group(1))
-            if current in entries:
-                raise AbiHistoryError(f"two history entries for v{current}")
-            entries[current] = []
-        elif not body or not line.startswith(" *        "):
-            current = None
-            continue
-        if current is not None:
-            entries[current] += [word[1:] for word in body.split() if word.startswith("+")]
+    for comment in history_comment_lines(text):
+        current: int | None = None
+        for line in comment:
+            body = comment_text(line)
+            entry = _OUR_ENTRY.match(body) if line.lstrip().startswith("*") else None
+            if entry:
+                current = int(entry.group(1))
+                if current in entries:
+                    raise AbiHistoryError(f"the version history comment has two entries for v{current}")
+                entries[current] = []
+            elif not body or not line.startswith(" *        "):
+                current = None
+                continue
+            if current is not None:
+                entries[current] += [word[1:] for word in body.split() if word.startswith("+")]
     return {version: tuple(name.rstrip(":,.;") for name in names) for version, names in entries.items()}
 
 
-def read_version_log(text: str) -> dict[int, tuple[str, ...]]:
-    """The port's version log: each ``vN:`` / ``vN —`` entry of a comment outside the struct, with the members it
-    names as ``vllm_model_params.<member>``. An entry runs to the next entry or the end of its comment."""
-    lines = text.splitlines()
-    start, end = _struct_span(lines)
+def version_log_entries(comments: Iterable[Sequence[str]]) -> dict[int, tuple[str, ...]]:
+    """Each ``vN:`` / ``vN —`` entry opening a line of ``comments`` (each a comment's lines), with the members it names
+    as ``vllm_model_params.<member>``; an entry runs to the next entry or the end of its comment."""
     texts: dict[int, list[str]] = {}
-    current: int | None = None
-    in_comment = False
-    for index, line in enumerate(lines):
-        if start <= index <= end:  # the struct's own comments are member documentation, not the log
-            in_comment, current = False, None
-            continue
-        rest = line
-        if not in_comment:
-            if "/*" not in line:
-                current = None
-                continue
-            rest, in_comment = line.split("/*", 1)[1], True
-        closes = "*/" in rest
-        body = comment_text(rest.split("*/", 1)[0])
-        entry = _PORT_ENTRY.match(body)
-        if entry:
-            current = int(entry.group(1))
-            if current in texts:
-                raise AbiHistoryError(f"the version log has two entries for v{current}")
-            texts[current] = []
-        if current is not None:
-            texts[current].append(body)
-        if closes:
-            in_comment, current = False, None
+    for comment in comments:
+        current: int | None = None
+        for line in comment:
+            body = comment_text(line)
+            entry = _PORT_ENTRY.match(body)
+            if entry:
+                current = int(entry.group(1))
+                if current in texts:
+                    raise AbiHistoryError(f"the version log before VLLM_ABI_VERSION has two entries for v{current}")
+                texts[current] = []
+            if current is not None:
+                texts[current].append(body)
     return {version: tuple(dict.fromkeys(_CLAIM.findall(" ".join(parts)))) for version, parts in texts.items()}
+
+
+def read_version_log(text: str) -> dict[int, tuple[str, ...]]:
+    """The port's version log: the entries of the history comment (CAPI-1.6, CAPI-1.7)."""
+    return version_log_entries(history_comment_lines(text))
 
 
 def read_header(text: str) -> HeaderFacts:

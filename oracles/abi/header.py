@@ -2,7 +2,10 @@
 
 Two conventions: spec/include/vllm.h's "[vN]" annotations with "vN +member" history lines, and the C++ port's
 include/vllm.h, whose "(ABI vN)" comment headings version the members after them and whose prose version log has
-"vN:" / "vN —" entries naming members as vllm_model_params.<member>. The compiler checks the rest.
+"vN:" / "vN —" entries naming members as vllm_model_params.<member>. In both, the history is what the comments
+before the version macro say: the header is cut into tokens (comments, with their offsets, apart from string literals
+and line comments) and the block comments that end before "#define VLLM_ABI_VERSION" are read (CAPI-1.7). The
+compiler checks the rest.
 """
 from __future__ import annotations
 
@@ -15,13 +18,12 @@ _STRUCT = re.compile(r"typedef\s+struct\s+" + STRUCT_NAME + r"\s*\{(?P<body>.*?)
 _MEMBER = re.compile(r"(?P<comments>(?:/\*.*?\*/\s*)*)(?P<decl>[^;/]+);", re.S)
 _COMMENT = re.compile(r"/\*(?P<text>.*?)\*/", re.S)
 _HEADING = re.compile(r"\(ABI v(?P<version>[0-9]+)\)")
-_LOG_ENTRY = re.compile(r"^v(?P<version>[0-9]+)(?::|\s+[\u2014\u2013-])(?:\s|$)")
-_LOG_LINE_MARK = re.compile(r"^\s*\*?\s*")
+_LOG_ENTRY = re.compile(r"^[ \t]*\**[ \t]*v(?P<version>[0-9]+)(?::|[ \t]+[\u2014\u2013-])(?=\s|\Z)", re.M)
 _CLAIM = re.compile(r"(?<![\w.])vllm_model_params\.([A-Za-z_]\w*)")
 ANNOTATIONS, HEADINGS = "annotations", "headings"
 _DECL = re.compile(r"(?P<ctype>[A-Za-z_][\w\s]*?[\s*]+)(?P<name>[A-Za-z_]\w*)")
 _SINCE = re.compile(r"/\*\s*\[v(?P<version>[0-9]+)\]")
-_VERSION = re.compile(r"^\s*#\s*define\s+VLLM_ABI_VERSION\s+(?P<version>\S+)\s*$", re.M)
+_VERSION = re.compile(r"^[ \t]*#[ \t]*define[ \t]+VLLM_ABI_VERSION[ \t]+(?P<version>\S+)[ \t\r]*$", re.M)
 _HISTORY_LINE = re.compile(r"^\s*\*\s+v(?P<version>[0-9]+)\s(?P<text>.*)$")
 _CONTINUATION = re.compile(r"^\s*\*\s{4,}(?P<text>\S.*)$")
 _ADDED = re.compile(r"\+([A-Za-z_]\w*)")
@@ -55,12 +57,47 @@ class HeaderFacts:
 def read_header(text: str) -> HeaderFacts:
     """Read the declarations of ``text``; raise AbiHistoryError naming what is missing or malformed."""
     convention, fields = _read_fields(text)
-    history = _read_history(text) if convention == ANNOTATIONS else _read_port_log(text)
+    history_comments = _history_comments(text)
+    history = _read_history(history_comments) if convention == ANNOTATIONS else _read_port_log(history_comments)
     return HeaderFacts(_read_version(text), fields, history, convention)
 
 
+@dataclass(frozen=True)
+class Comment:
+    """A block comment of the header: where it starts and ends (offsets of ``/*`` and past ``*/``) and its text."""
+
+    start: int
+    end: int
+    text: str
+
+
+_TOKEN = re.compile(r'/\*(?P<block>.*?)\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def block_comments(text: str) -> list[Comment]:
+    """Every ``/* ... */`` of the header in order, string and character literals and ``//`` comments skipped."""
+    return [Comment(t.start(), t.end(), t["block"]) for t in _TOKEN.finditer(text) if t["block"] is not None]
+
+
+def _without_comments(text: str, comments: list[Comment]) -> str:
+    """``text`` with each block comment blanked (line ends kept), so its offsets still hold."""
+    out, at = [], 0
+    for comment in comments:
+        out += [text[at:comment.start], re.sub(r"[^\n]", " ", text[comment.start:comment.end])]
+        at = comment.end
+    return "".join(out) + text[at:]
+
+
+def _history_comments(text: str) -> list[str]:
+    """The texts of the block comments that end before the ``#define VLLM_ABI_VERSION`` line (CAPI-1.7)."""
+    _read_version(text)  # one macro, or AbiHistoryError naming what was found
+    comments = block_comments(text)
+    macro = _VERSION.search(_without_comments(text, comments))
+    return [c.text for c in comments if macro is not None and c.end <= macro.start()]
+
+
 def _read_version(text: str) -> int:
-    found = _VERSION.findall(text)
+    found = _VERSION.findall(_without_comments(text, block_comments(text)))
     if len(found) != 1 or not found[0].isdigit():
         raise AbiHistoryError(f"the header must define VLLM_ABI_VERSION once as a decimal number, found {found!r}")
     return int(found[0])
@@ -99,42 +136,37 @@ def _read_fields(text: str) -> tuple[str, tuple[DeclaredField, ...]]:
     return HEADINGS, tuple(fields)
 
 
-def _read_port_log(text: str) -> dict[int, tuple[str, ...]]:
-    """The port's version log: comments outside the struct; an entry opens a comment line with "vN:" or "vN —" and
-    runs to the next entry or the comment's end; its value is the vllm_model_params.<member> names it mentions."""
-    outside = _STRUCT.sub(" ", text)
-    log: dict[int, list[str]] = {}
-    for comment in _COMMENT.finditer(outside):
-        version = None
-        for line in comment["text"].splitlines():
-            body = _LOG_LINE_MARK.sub("", line, count=1).strip()
-            entry = _LOG_ENTRY.match(body)
-            if entry:
-                version = int(entry["version"])
-                if version in log:
-                    raise AbiHistoryError(f"the version log has two entries for v{version}")
-                log[version] = []
-            if version is not None:
-                log[version].append(body)
-    return {v: tuple(dict.fromkeys(_CLAIM.findall(" ".join(lines)))) for v, lines in log.items()}
+def _read_port_log(history_comments: list[str]) -> dict[int, tuple[str, ...]]:
+    """The port's version log in the history comments: an entry opens a line with "vN:" or "vN —" and its text runs
+    to the next entry's start or the comment's end; its value is the vllm_model_params.<member> names it mentions."""
+    log: dict[int, tuple[str, ...]] = {}
+    for comment in history_comments:
+        starts = list(_LOG_ENTRY.finditer(comment))
+        for entry, after in zip(starts, [*starts[1:], None]):
+            version = int(entry["version"])
+            if version in log:
+                raise AbiHistoryError(f"the version log has two entries for v{version} in its history comments")
+            log[version] = tuple(dict.fromkeys(_CLAIM.findall(comment[entry.start():after.start() if after else None])))
+    return log
 
 
-def _read_history(text: str) -> dict[int, tuple[str, ...]]:
+def _read_history(history_comments: list[str]) -> dict[int, tuple[str, ...]]:
     history: dict[int, list[str]] = {}
-    current: int | None = None
-    for line in text.splitlines():
-        entry = _HISTORY_LINE.match(line)
-        if entry:
-            current = int(entry["version"])
-            if current in history:
-                raise AbiHistoryError(f"the version history has two entries for v{current}")
-            history[current] = _ADDED.findall(entry["text"])
-            continue
-        more = _CONTINUATION.match(line) if current is not None else None
-        if more:
-            history[current].extend(_ADDED.findall(more["text"]))  # type: ignore[index]
-        else:
-            current = None
+    for comment in history_comments:
+        current: int | None = None
+        for line in comment.splitlines():
+            entry = _HISTORY_LINE.match(line)
+            if entry:
+                current = int(entry["version"])
+                if current in history:
+                    raise AbiHistoryError(f"the version history has two entries for v{current}")
+                history[current] = _ADDED.findall(entry["text"])
+                continue
+            more = _CONTINUATION.match(line) if current is not None else None
+            if more:
+                history[current].extend(_ADDED.findall(more["text"]))  # type: ignore[index]
+            else:
+                current = None
     return {version: tuple(names) for version, names in history.items()}
 
 

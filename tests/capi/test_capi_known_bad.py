@@ -9,6 +9,7 @@ import yaml
 from gates.rows.capi_abi import subjects as adapters
 from gates.rows.capi_abi import build as inputs
 from gates.rows.capi_abi import known_bad as bad
+from tests.capi.conftest import gate_case_input
 from impl.capi.history import header_history
 from impl.capi.layout import model_params_layout
 from impl.capi.library import checked_abi_version
@@ -71,10 +72,12 @@ DISCRIMINATING = {
                                        {"members": {"gpu_memory_utilization": float("nan")}}),
     bad.load_message_without_member: (adapters.load_verdict, inputs.load_call, {"members": {"device": 4}}),
     bad.load_status_renumbered: (adapters.load_verdict, inputs.load_call, {"members": {"device": 4}}),
-    bad.history_reads_annotations_only: (header_history, inputs.header_text, {"fixture": "port-v18-entry-points.h"}),
+    bad.history_reads_annotations_only: (header_history, inputs.header_text, gate_case_input("history", "port-real-structure-v18")),
     bad.history_bump_needs_a_member: (header_history, inputs.header_text, {"variant": "entry-point-bump"}),
     bad.history_any_bump_accepted: (header_history, inputs.header_text, {"variant": "bump-without-history-entry"}),
-    bad.history_ignores_log_names: (header_history, inputs.header_text, {"fixture": "port-v18-unheaded-member.h"}),
+    bad.history_every_version_remark_is_a_log_entry: (header_history, inputs.header_text,
+                                                       gate_case_input("history", "port-real-structure-v18")),
+    bad.history_ignores_log_names: (header_history, inputs.header_text, gate_case_input("history", "port-real-structure-member-without-heading")),
     bad.load_block_count_wrapped: (adapters.load_verdict, inputs.load_call, {
         "members": {"kv_cache_memory_bytes": 2**33},
         "probe": {"layers": 1, "num_kv_heads": 1, "head_size": 1, "block_size": 1, "dtype": "float16"}}),
@@ -90,9 +93,10 @@ DISCRIMINATING = {
 # known-bads that raise the right class with a message missing a fact -> (correct, builder, input, fact)
 BY_MESSAGE = {
     bad.history_insertion_without_offsets: (header_history, inputs.header_text,
-                                            {"fixture": "port-v18-inserted-before-device.h"}, "device 84 -> 88"),
+                                            gate_case_input("history", "port-real-structure-inserted-before-device"),
+                                            "device 84 -> 88"),
     bad.version_claims_layouts_differ: (checked_abi_version, inputs.library,
-                                        {"library": {"fixture": "port-v18-entry-points.h"}},
+                                        gate_case_input("version", "port-v18-library-same-struct"),
                                         "vllm_model_params is the same in v18 and v16"),
 }
 

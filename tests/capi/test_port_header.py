@@ -18,15 +18,17 @@ from oracles.abi import header as oracle_header
 from oracles.abi.history import compiled_history
 from oracles.abi.layout import header_layout
 from oracles.abi.library import c_check
+from tests.capi.conftest import gate_case_input
 
 pytestmark = pytest.mark.cpu
 
-PORT_V18 = "port-v18-entry-points.h"
+PORT_V18 = "port-v18-real-structure.h"
 FOUR_BYTE_PROBE = {"layers": 1, "num_kv_heads": 1, "head_size": 1, "block_size": 1, "dtype": "float16"}
 
 
 def _text(name: str) -> str:
-    return inputs.fixture_text(name)
+    """The fixture, or the header of the history gate's case ``name`` (the fixture with its edits)."""
+    return inputs.fixture_text(name) if name.endswith(".h") else inputs.header_of(gate_case_input("history", name))
 
 
 def test_port_convention_reads_versions_from_headings_and_runs():
@@ -53,7 +55,7 @@ def test_v16_struct_at_version_18_passes(compiler):
 
 
 def test_member_inserted_before_device_names_it_and_the_offsets(compiler):
-    text = _text("port-v18-inserted-before-device.h")
+    text = _text("port-real-structure-inserted-before-device")
     with pytest.raises(AbiHistoryError) as refused:
         header_history(text)
     message = str(refused.value)
@@ -64,9 +66,9 @@ def test_member_inserted_before_device_names_it_and_the_offsets(compiler):
 
 
 @pytest.mark.parametrize("name, fact", [
-    ("port-v18-unexplained-bump.h", "v18 has no member and no entry in the version history"),
-    ("port-v18-member-without-bump.h", "VLLM_ABI_VERSION is 18 but the newest member is from v19"),
-    ("port-v18-unheaded-member.h", "names vllm_model_params.offload_config, but the struct has 'offload_config' in "
+    ("port-real-structure-unexplained-bump", "v18 has no member and no entry in the version history"),
+    ("port-real-structure-member-without-bump", "VLLM_ABI_VERSION is 18 but the newest member is from v19"),
+    ("port-real-structure-member-without-heading", "names vllm_model_params.offload_config, but the struct has 'offload_config' in "
                                    "its (ABI v9) run"),
 ])
 def test_port_headers_the_history_rule_refuses(compiler, name, fact):

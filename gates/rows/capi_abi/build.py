@@ -4,7 +4,8 @@ Input shapes (YAML-friendly):
 
 - a *header* input is ``{header: spec}`` (spec/include/vllm.h as written), ``{header: configured}`` (the
   implementation's ``header`` setting, by default spec/include/vllm.h), ``{fixture: NAME}`` (a header under
-  ``fixtures/``), ``{variant: NAME}`` (one of ``VARIANTS``, rendered from the v16 member list), or
+  ``fixtures/``, optionally with ``edits: [[old, new], ...]``, each ``old`` found exactly once and replaced in
+  order), ``{variant: NAME}`` (one of ``VARIANTS``, rendered from the v16 member list), or
   ``{members: [[name, C type, since], ...], abi_version: N, history: {N: [names]}, style: annotations|headings}``
   (rendered as given, in our "[vN]" convention or the port's "(ABI vN)" one; default annotations);
 - a *library* input is ``{library: spec|configured|foreign|VARIANT}`` or ``{library: {fixture: NAME}}``:
@@ -113,6 +114,20 @@ def fixture_text(name: str) -> str:
     return (FIXTURES / name).read_text(encoding="utf-8")
 
 
+def edited(text: str, edits: Any, fixture: str) -> str:
+    """``text`` with each ``[old, new]`` of ``edits`` applied in order; an ``old`` must occur exactly once."""
+    if not isinstance(edits, (list, tuple)):
+        raise ValueError(f"edits of fixture {fixture!r} are a list of [old text, new text], got {edits!r}")
+    for index, edit in enumerate(edits):
+        if not (isinstance(edit, (list, tuple)) and len(edit) == 2 and all(isinstance(part, str) for part in edit)):
+            raise ValueError(f"edits[{index}] of fixture {fixture!r} is [old text, new text], got {edit!r}")
+        count = text.count(edit[0])
+        if count != 1:
+            raise ValueError(f"edits[{index}] of fixture {fixture!r}: {edit[0]!r} occurs {count} times, not once")
+        text = text.replace(edit[0], edit[1])
+    return text
+
+
 def render_header(members: Sequence[Sequence[Any]], abi_version: int, history: Mapping[int, Sequence[str]]) -> str:
     """A header in the spec header's format: "[vN]" member comments and "vN +member" history lines."""
     lines = []
@@ -189,7 +204,7 @@ def header_of(data: Mapping[str, Any]) -> str:
     if data.get("header") == "configured":
         return configured_header().read_text(encoding="utf-8")
     if "fixture" in data:
-        return fixture_text(data["fixture"])
+        return edited(fixture_text(data["fixture"]), data.get("edits", []), data["fixture"])
     if "variant" in data:
         return render_header(*_variant(data["variant"]))
     if "members" in data:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from impl.capi import history as good_history
+from impl.capi.header_reader import version_log_entries
 from impl.capi.abi import FIELD_SINCE, MEMBERS, ModelParams, VllmStatus
 from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, engine_params_from_c, engine_params_from_values
 from impl.capi.defaults import model_params_default
@@ -126,6 +127,20 @@ def history_ignores_log_names(header_text: str) -> dict[str, object]:
     facts = good_history.read_header(header_text)
     if facts.convention == good_history.HEADINGS:
         facts = replace(facts, log={version: () for version in facts.log})
+    return good_history.check_history(facts)
+
+
+_PORT_STRUCT = re.compile(r"typedef\s+struct\s+vllm_model_params\s*\{.*?\}\s*vllm_model_params\s*;", re.S)
+
+
+def history_every_version_remark_is_a_log_entry(header_text: str) -> dict[str, object]:
+    """The port-log rule before issue 26: any comment outside vllm_model_params with a line opening "vN:" or "vN —"
+    is a log entry, so a "v18:" remark on another struct's member or on an entry point makes a second v18 entry (the
+    port's own header is refused), and a remark stands in for a missing entry."""
+    facts = good_history.read_header(header_text)
+    if facts.convention == good_history.HEADINGS:
+        comments = [c.splitlines() for c in re.findall(r"/\*(.*?)\*/", _PORT_STRUCT.sub(" ", header_text), re.S)]
+        facts = replace(facts, log=version_log_entries(comments))
     return good_history.check_history(facts)
 
 

@@ -182,6 +182,31 @@ int IntOf(const Value& v, const std::string& what) {
   throw std::invalid_argument(what + " must be an int, got " + vllm::entrypoints::PyJsonRepr(v));
 }
 
+// The fixture text with each [old, new] of edits applied in order, each old text occurring exactly once
+// (build.py edited).
+std::string Edited(std::string text, const Value& edits, const Value& fixture) {
+  const std::string where = " of fixture " + vllm::entrypoints::PyJsonRepr(fixture);
+  if (!edits.is_array())
+    throw std::invalid_argument("edits" + where + " are a list of [old text, new text], got " +
+                                vllm::entrypoints::PyJsonRepr(edits));
+  for (size_t index = 0; index < edits.size(); ++index) {
+    const Value& edit = edits[index];
+    const std::string which = "edits[" + std::to_string(index) + "]" + where;
+    if (!edit.is_array() || edit.size() != 2 || !edit[0].is_string() || !edit[1].is_string())
+      throw std::invalid_argument(which + " is [old text, new text], got " + vllm::entrypoints::PyJsonRepr(edit));
+    const std::string old_text = edit[0].get<std::string>();
+    size_t count = 0;
+    for (size_t at = text.find(old_text); at != std::string::npos && !old_text.empty();
+         at = text.find(old_text, at + old_text.size()))
+      ++count;
+    if (count != 1)
+      throw std::invalid_argument(which + ": " + vllm::entrypoints::PyJsonRepr(edit[0]) + " occurs " +
+                                  std::to_string(count) + " times, not once");
+    text.replace(text.find(old_text), old_text.size(), edit[1].get<std::string>());
+  }
+  return text;
+}
+
 std::string RenderedFromMembers(const Value& input) {
   std::vector<Member> members;
   for (const Value& m : *Find(input, "members")) {
@@ -218,7 +243,10 @@ std::string HeaderOf(const Value& input) {
     if (*header == "spec") return ReadText("spec/include/vllm.h");
     if (*header == "configured") return ReadText(ConfiguredHeaderPath());
   }
-  if (const Value* fixture = Find(input, "fixture")) return FixtureText(*fixture);
+  if (const Value* fixture = Find(input, "fixture")) {
+    const Value* edits = Find(input, "edits");
+    return edits == nullptr ? FixtureText(*fixture) : Edited(FixtureText(*fixture), *edits, *fixture);
+  }
   if (const Value* variant = Find(input, "variant")) {
     if (!variant->is_string()) throw std::invalid_argument("a variant is a name");
     return VariantHeader(variant->get<std::string>());

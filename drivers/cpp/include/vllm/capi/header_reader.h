@@ -3,8 +3,10 @@
 //  - annotations (spec/include/vllm.h): "[vN]" opens each member's comment; history lines " *   vN  text" name
 //    the members a version appended as "+member";
 //  - headings (the C++ port's include/vllm.h): a comment whose first line carries "(ABI vN)" heads the run of
-//    members after it (members before the first heading are v1); the version log is prose outside the struct,
-//    entries "vN:" / "vN —" naming appended members as "vllm_model_params.<member>".
+//    members after it (members before the first heading are v1); the version log is prose, entries "vN:" /
+//    "vN —" naming appended members as "vllm_model_params.<member>".
+// In both the history is the comments before "#define VLLM_ABI_VERSION" (CAPI-1.7): a "vN:" remark after it, on
+// another struct's member or an entry point, is never a log entry.
 #pragma once
 
 #include <map>

@@ -146,35 +146,66 @@ std::vector<std::string> UniqueInOrder(const std::vector<std::string>& names) {
   return out;
 }
 
+bool IsVersionMacro(const std::string& line) {
+  static const std::regex macro(R"(^#\s*define\s+VLLM_ABI_VERSION\s+(\S+))");
+  return std::regex_search(Strip(line), macro);
+}
+
+// The comments before the "#define VLLM_ABI_VERSION" line, each as its lines without "/*" and "*/" (a line's
+// leading spaces and "*" kept): the history comment of either convention (spec/c-abi.md CAPI-1.7).
+std::vector<std::vector<std::string>> HistoryComments(const std::vector<std::string>& lines) {
+  std::vector<std::vector<std::string>> comments;
+  bool in_comment = false;
+  for (const std::string& line : lines) {
+    if (IsVersionMacro(line)) break;
+    std::string rest = line;
+    while (true) {
+      if (!in_comment) {
+        const size_t open = rest.find("/*");
+        if (open == std::string::npos) break;
+        rest = rest.substr(open + 2);
+        comments.emplace_back();
+        in_comment = true;
+      }
+      const size_t close = rest.find("*/");
+      comments.back().push_back(close == std::string::npos ? rest : rest.substr(0, close));
+      if (close == std::string::npos) break;
+      in_comment = false;
+      rest = rest.substr(close + 2);
+    }
+  }
+  return comments;
+}
+
 // "+name" words of " *   vN  text" history lines, continuation lines indented by eight spaces after " *".
 std::map<int, std::vector<std::string>> AnnotationHistory(const std::vector<std::string>& lines) {
   static const std::regex entry(R"(^v([0-9]+)\s+(.*)$)");
   std::map<int, std::vector<std::string>> entries;
-  std::optional<int> current;
-  for (const std::string& line : lines) {
-    size_t first = 0;
-    while (first < line.size() && IsSpace(line[first])) ++first;
-    if (first >= line.size() || line[first] != '*') {
-      current.reset();
-      continue;
-    }
-    const std::string body = CommentText(line);
-    std::smatch m;
-    if (std::regex_match(body, m, entry)) {
-      current = std::stoi(m[1].str());
-      if (entries.count(*current)) throw AbiHistoryError("two history entries for v" + std::to_string(*current));
-      entries[*current] = {};
-    } else if (body.empty() || !StartsWith(line, " *        ")) {
-      current.reset();
-      continue;
-    }
-    if (current) {
-      std::istringstream words(body);
-      for (std::string word; words >> word;) {
-        if (word.empty() || word[0] != '+') continue;
-        std::string name = word.substr(1);
-        while (!name.empty() && std::string(":,.;").find(name.back()) != std::string::npos) name.pop_back();
-        entries[*current].push_back(name);
+  for (const auto& comment : HistoryComments(lines)) {
+    std::optional<int> current;
+    for (const std::string& line : comment) {
+      size_t first = 0;
+      while (first < line.size() && IsSpace(line[first])) ++first;
+      const bool starred = first < line.size() && line[first] == '*';
+      const std::string body = CommentText(line);
+      std::smatch m;
+      if (starred && std::regex_match(body, m, entry)) {
+        current = std::stoi(m[1].str());
+        if (entries.count(*current))
+          throw AbiHistoryError("the version history comment has two entries for v" + std::to_string(*current));
+        entries[*current] = {};
+      } else if (body.empty() || !StartsWith(line, " *        ")) {
+        current.reset();
+        continue;
+      }
+      if (current) {
+        std::istringstream words(body);
+        for (std::string word; words >> word;) {
+          if (word.empty() || word[0] != '+') continue;
+          std::string name = word.substr(1);
+          while (!name.empty() && std::string(":,.;").find(name.back()) != std::string::npos) name.pop_back();
+          entries[*current].push_back(name);
+        }
       }
     }
   }
@@ -222,39 +253,22 @@ std::vector<std::string> Claims(const std::string& text) {
   return UniqueInOrder(names);
 }
 
-std::map<int, std::vector<std::string>> PortLog(const std::vector<std::string>& lines, size_t start, size_t end) {
+// The port's version log: each "vN:" / "vN —" entry of the history comment, running to the next entry or the end
+// of its comment, with the members it names (CAPI-1.6, CAPI-1.7). Remarks after the macro are never entries.
+std::map<int, std::vector<std::string>> PortLog(const std::vector<std::string>& lines) {
   std::map<int, std::vector<std::string>> texts;
-  std::optional<int> current;
-  bool in_comment = false;
-  for (size_t index = 0; index < lines.size(); ++index) {
-    const std::string& line = lines[index];
-    if (start <= index && index <= end) {  // the struct's own comments document members, not the log
-      in_comment = false;
-      current.reset();
-      continue;
-    }
-    std::string rest = line;
-    if (!in_comment) {
-      const size_t open = line.find("/*");
-      if (open == std::string::npos) {
-        current.reset();
-        continue;
+  for (const auto& comment : HistoryComments(lines)) {
+    std::optional<int> current;
+    for (const std::string& line : comment) {
+      const std::string body = CommentText(line);
+      if (auto version = PortEntry(body)) {
+        current = version;
+        if (texts.count(*current))
+          throw AbiHistoryError("the version log before VLLM_ABI_VERSION has two entries for v" +
+                                std::to_string(*current));
+        texts[*current] = {};
       }
-      rest = line.substr(open + 2);
-      in_comment = true;
-    }
-    const size_t close = rest.find("*/");
-    const std::string body = CommentText(close == std::string::npos ? rest : rest.substr(0, close));
-    if (auto version = PortEntry(body)) {
-      current = version;
-      if (texts.count(*current))
-        throw AbiHistoryError("the version log has two entries for v" + std::to_string(*current));
-      texts[*current] = {};
-    }
-    if (current) texts[*current].push_back(body);
-    if (close != std::string::npos) {
-      in_comment = false;
-      current.reset();
+      if (current) texts[*current].push_back(body);
     }
   }
   std::map<int, std::vector<std::string>> log;
@@ -311,7 +325,7 @@ HeaderFacts ReadHeader(const std::string& text) {
     }
     facts.convention = Convention::kHeadings;
   }
-  facts.log = facts.convention == Convention::kAnnotations ? AnnotationHistory(lines) : PortLog(lines, start, end);
+  facts.log = facts.convention == Convention::kAnnotations ? AnnotationHistory(lines) : PortLog(lines);
   facts.abi_version = ReadAbiVersion(text);
   return facts;
 }
