@@ -13,6 +13,7 @@ from _vllm_gates.implementations import PYTHON
 from _vllm_gates.model import GateFile
 
 if TYPE_CHECKING:
+    from _vllm_gates.evidence import Assessed
     from _vllm_gates.verdicts import RunReport
 
 
@@ -75,3 +76,15 @@ def with_operation_counts(report: "RunReport", gate_files: Mapping[str, GateFile
                                      frozenset(absent.get(row.row, ())))
         rows.append(replace(row, operations=count))
     return replace(report, rows=tuple(rows))
+
+
+def answered_on_evidence(assessed: Mapping[tuple[str, str], list["Assessed"]]) -> dict[str, frozenset[str]]:
+    """By row, the operations an earlier run's worker answered, from a report that holds usable evidence for a gate of
+    the row: the same fingerprint, so the same build of the same implementation and the same gate file (`gates
+    verdict` runs no worker to ask)."""
+    found: dict[str, frozenset[str]] = {}
+    for (row, _), entries in assessed.items():
+        for entry in entries:
+            if entry.usable and entry.evidence.answered is not None:
+                found.setdefault(row, entry.evidence.answered)
+    return found

@@ -17,7 +17,7 @@ from _vllm_gates.claims import claimed_roadmap
 from _vllm_gates.config import Config
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.exitcodes import ExitCode
-from _vllm_gates.implemented import with_operation_counts
+from _vllm_gates.implemented import answered_on_evidence, with_operation_counts
 from _vllm_gates.items import RECORD, GateItem, ItemIdentity, ItemRecord
 from _vllm_gates.model import GateFile, Roadmap
 from _vllm_gates.profiles import current_profile_name
@@ -156,12 +156,13 @@ class GateRun:
         scope = Scope(rows, in_run | {(i.row, i.gate) for i in items}, why,
                       simulated={key for key, markers in self.gate_markers.items() if self.device.simulated and self._needs_gpu(markers)},
                       parity_marker=self.project.parity_marker())
-        fill_evidence(scope, assess(self.evidence, fingerprints, self.impl))
+        assessed = assess(self.evidence, fingerprints, self.impl)
+        fill_evidence(scope, assessed)
         implementation = self.project.implementation(self.impl)
         claimed = claimed_roadmap(roadmap, self.impl, implementation.claims if implementation else ())
         report = build_report(claimed, list(self.gate_files.values()), items, dict(self.broken), scope,
                               {key: names for key, names in missing.items() if names})
-        report = with_operation_counts(report, self.gate_files, self.impl, self.answered)
+        report = with_operation_counts(report, self.gate_files, self.impl, {**answered_on_evidence(assessed), **self.answered})
         report = replace(report, evidence_offered=bool(self.evidence))
         report = with_fingerprints(report, fingerprints, self.device, self._needs_gpu, scope.simulated)
         report = with_unknown_rows(report, {row: message for row, message in self.broken.items() if roadmap.row(row) is None})

@@ -99,6 +99,7 @@ def test_gates_verdict_judges_the_evidence_against_the_implementations_claims(ex
     result = example.gates("verdict", "--evidence", evidence, "--impl", "fake", "--json", str(example.root / "out" / "v.json"))
     assert result.code == 0, result.text
     assert _claims(json.loads(example.read("out/v.json")))["M2"] == ("ACTIVE", "fake", True)
+    assert "EXAMPLE-ROW: fake: 1/2 operations implemented (missing: page-size)" in result.out  # as the evidence's run found
     python = example.gates("verdict", "--evidence", evidence)
     assert python.code == 6, python.text  # the roadmap's DONE, and fake's evidence does not count for python
     assert "(fake's claim)" not in python.out
