@@ -6,6 +6,7 @@ and the plugin leaves it alone (docs/gate-files.md, "Configuration").
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import posixpath
 import re
@@ -190,6 +191,70 @@ def pattern_outside_root(root: Path, pattern: str, what: str) -> str | None:
     return why
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_KEY_PART = r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)"""
+_DOTTED_KEY = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
+_HEADER = re.compile(rf"^\s*\[\[?\s*({_DOTTED_KEY})\s*\]\]?\s*(#.*)?$")
+_LINE_KEY = re.compile(rf"^\s*({_DOTTED_KEY})\s*=")
+_INLINE_KEY = re.compile(rf"[{{,]\s*({_DOTTED_KEY})\s*=")
+
+
+def key_parts(text: str) -> list[str] | None:
+    """The parts of a dotted TOML key (`a."b.c".d` is a, b.c, d); None where ``text`` is not one."""
+    if not re.fullmatch(rf"\s*{_DOTTED_KEY}\s*", text):
+        return None
+    parts = []
+    for match in re.finditer(_KEY_PART, text):
+        parts.append(_unquoted(match.group(0)))
+    return parts
+
+
+def _unquoted(part: str) -> str:
+    if part.startswith('"'):
+        try:
+            return str(json.loads(part))  # a basic string's escapes are JSON's (but \\U, rare in a key)
+        except ValueError:
+            return part[1:-1]
+    return part.strip("'")
+
+
+def toml_key(parts: list[str] | tuple[str, ...]) -> str:
+    """Parts written as one dotted TOML key, quoting those that are not bare keys (a milestone `v1.2`)."""
+    return ".".join(part if _BARE_KEY.fullmatch(part) else '"' + part.replace("\\", "\\\\").replace('"', '\\"') + '"'
+                    for part in parts)
+
+
+def key_line(lines: list[str], path: list[str]) -> int:
+    """The 1-based line of ``lines`` (a TOML file) that reaches furthest along the key ``path``; 1 when none does."""
+    best, found, section = 0, 1, []
+    for number, line in enumerate(lines, start=1):
+        header = _HEADER.match(line)
+        if header:
+            section = key_parts(header.group(1)) or []
+            reach = len(section) if path[:len(section)] == section else 0
+        else:
+            reach = _line_reach(line, section, path)
+        if reach > best:
+            best, found = reach, number
+    return found
+
+
+def _line_reach(line: str, section: list[str], path: list[str]) -> int:
+    """How far along ``path`` a `key = value` line of ``section`` reaches, its inline tables included."""
+    written = _LINE_KEY.match(line)
+    if written is None or path[:len(section)] != section:
+        return 0
+    reached = section + (key_parts(written.group(1)) or [])
+    if path[:len(reached)] != reached:
+        return 0
+    depth = len(reached)
+    for inner in _INLINE_KEY.finditer(line, written.end()):
+        parts = key_parts(inner.group(1)) or []
+        if parts and path[depth:depth + len(parts)] == parts:
+            depth += len(parts)
+    return depth
+
+
 class _Reader:
     """Reads the table's values, collecting problems that name the file, the key, its line and the value."""
 
@@ -199,11 +264,9 @@ class _Reader:
         self.problems: list[Problem] = []
 
     def where(self, key: str) -> Location:
-        leaf = key.rsplit(".", 1)[-1]
-        for number, line in enumerate(self.lines, start=1):
-            if re.match(rf"^\s*\"?{re.escape(leaf)}\"?\s*=", line):
-                return Location(self.shown, number, 1)
-        return Location(self.shown, 1, 1)
+        """The line that writes ``key`` (a dotted key of the table, as problems name it): the line that reaches
+        furthest along its path, through `[section]` headers, dotted keys and inline tables; the first such."""
+        return Location(self.shown, key_line(self.lines, ["tool", "vllm-gates", *(key_parts(key) or [key])]), 1)
 
     def problem(self, key: str, message: str) -> None:
         self.problems.append(Problem(self.where(key), f"[{SECTION}] {key}", message))
@@ -399,7 +462,7 @@ def load_config(root: Path) -> Config | None:
         call_timeout=_seconds(reader, table, "call-timeout", base.call_timeout) or base.call_timeout,
         run_budget=_seconds(reader, table, "run-budget", base.run_budget),
         pythonpath=_pytest_pythonpath(path),
-        implementations=read_implementations(table.get("implementations", {}), reader.problem),
+        implementations=read_implementations(table.get("implementations", {}), reader.problem, reader.where),
         error_kinds=read_error_kinds(table.get("error-kinds", {}), reader.problem),
         upstream=_upstream(reader, table["upstream"]) if "upstream" in table else None,
     )

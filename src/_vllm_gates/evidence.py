@@ -39,6 +39,7 @@ class GateEvidence:
     device: str
     simulated: bool
     impl: str
+    answered: frozenset[str] | None = None  # the row's operations that run's implementation answered (None: not recorded)
 
 
 @dataclass(frozen=True)
@@ -87,13 +88,15 @@ def _gates_of(document: Mapping[str, Any], shown: str) -> list[GateEvidence]:
     inputs: Mapping[str, str] = record["inputs"]
     found = []
     for row in document["rows"]:
+        count = row.get("operations")
+        answered = frozenset(count["implemented"]) if isinstance(count, dict) and count["impl"] == record["impl"] else None
         for gate in row["gates"]:
             if not gate["executed"]:
                 continue  # judged there on other evidence, or not run: nothing first-hand
             names = gate["inputs"]
             found.append(GateEvidence(shown, gate["row"], gate["gate"], Verdict(gate["run_verdict"]), gate["run_reason"],
                                       gate["fingerprint"], {name: inputs[name] for name in names}, gate["device"],
-                                      bool(gate["simulated"]), record["impl"]))
+                                      bool(gate["simulated"]), record["impl"], answered))
     return found
 
 

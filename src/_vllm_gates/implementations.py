@@ -10,11 +10,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from _vllm_gates.claims import Claim, read_claims
+from _vllm_gates.errors import Location
+
 PYTHON = "python"  # the default implementation: the gate's Python targets, run by the engine's own worker
 NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 KIND = re.compile(r"^[a-z][a-z0-9-]*$")
 EXCEPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-KEYS = {"command", "build", "sources", "build-env", "settings", "description"}
+KEYS = {"command", "build", "sources", "build-env", "settings", "description", "claims"}
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Implementation:
     build_env: tuple[str, ...] = ()
     settings: tuple[tuple[str, str], ...] = ()
     description: str = ""
+    claims: tuple[Claim, ...] = ()  # its own claims per row and milestone (claims.py); the roadmap's elsewhere
 
     @property
     def external(self) -> bool:
@@ -47,8 +51,10 @@ def _argv(value: Any) -> tuple[str, ...] | None:
     return None
 
 
-def read_implementations(table: Any, problem: Callable[[str, str], None]) -> tuple[Implementation, ...]:
-    """The `implementations` table: `python` (settings only) and external ones; problems name the key and value."""
+def read_implementations(table: Any, problem: Callable[[str, str], None],
+                         where: Callable[[str], Location] = lambda key: Location("pyproject.toml", 1, 1)) -> tuple[Implementation, ...]:
+    """The `implementations` table: `python` (settings only) and external ones, each with its own claims; problems
+    name the key and value (``where`` finds the line of a key)."""
     if not isinstance(table, dict):
         problem("implementations", f"expected a table of implementations, got {table!r}")
         return (Implementation(PYTHON),)
@@ -68,7 +74,9 @@ def read_implementations(table: Any, problem: Callable[[str, str], None]) -> tup
         settings = _settings(body.get("settings", {}), f"{key}.settings", problem)
         if name == PYTHON:
             extra = sorted(set(body) - {"settings", "description"})
-            if extra:
+            if extra == ["claims"]:
+                problem(f"{key}.claims", "the roadmap states the python implementation's claims: lower or raise them there")
+            elif extra:
                 problem(f"{key}.{extra[0]}", "the python implementation is the engine's own worker: only `settings` may be set")
             found[name] = Implementation(PYTHON, settings=settings, description=str(body.get("description", "")))
             continue
@@ -91,8 +99,9 @@ def read_implementations(table: Any, problem: Callable[[str, str], None]) -> tup
         if not (isinstance(build_env, list) and all(isinstance(s, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", s) for s in build_env)):
             problem(f"{key}.build-env", f"expected a list of environment variable names, got {build_env!r}")
             continue
+        claims = read_claims(name, body["claims"], problem, where) if "claims" in body else ()
         found[name] = Implementation(name, command, steps, tuple(sources), tuple(build_env), settings,  # type: ignore[arg-type]
-                                     str(body.get("description", "")))
+                                     str(body.get("description", "")), claims)
     return tuple(found.values())
 
 

@@ -164,6 +164,7 @@ class Milestone:
     id: str
     title: str
     state: str
+    claimed_by: str | None = None  # the implementation whose own claim the state is (None: the roadmap's; claims.py)
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ class Row:
     state: str
     milestones: tuple[Milestone, ...]
     upstream: str | None = None  # the upstream release it claims parity with (judged by its upstream gates)
+    claimed_by: str | None = None  # the implementation whose own claim the state is (None: the roadmap's; claims.py)
 
     def milestone(self, milestone_id: str) -> Milestone | None:
         return next((m for m in self.milestones if m.id == milestone_id), None)

@@ -191,6 +191,8 @@ class GateFileNode(pytest.File):
         run.gate_files[gate_file.row] = gate_file
         refused = check_targets(run, gate_file)
         operations, not_started = external_operations(run, gate_file) if run.pool.spec.external else (None, [])
+        if operations is not None and not not_started:
+            run.answered[gate_file.row] = operations
         for gate in gate_file.gates:
             try:
                 if gate.id in refused or not_started:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from _vllm_gates.claims import claim_problems
 from _vllm_gates.config import Config
 from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.gatefile import LoadShare, load_gate_file, peek_row_id
@@ -42,12 +43,17 @@ def unknown_row(roadmap: Roadmap, rows: list[str]) -> str | None:
 
 
 def load_roadmap_of(config: Config) -> Roadmap:
-    """The configured roadmap; DefinitionError when it is missing or malformed."""
+    """The configured roadmap; DefinitionError when it is missing or malformed, or when an implementation claims a
+    row or milestone it does not have."""
     path = config.root / config.roadmap
     if not path.is_file():
         raise DefinitionError([Problem(Location(config.roadmap, 1, 1), "",
                                        "roadmap file not found (setting roadmap in [tool.vllm-gates] of pyproject.toml)")])
-    return load_roadmap(path, config.roadmap, config.upstream.version if config.upstream else None, check_pin=True)
+    roadmap = load_roadmap(path, config.roadmap, config.upstream.version if config.upstream else None, check_pin=True)
+    problems = claim_problems(roadmap, tuple(c for impl in config.implementations for c in impl.claims))
+    if problems:
+        raise DefinitionError(problems)
+    return roadmap
 
 
 def load_project(config: Config) -> Project:

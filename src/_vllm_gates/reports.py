@@ -39,9 +39,9 @@ def _rows(report: RunReport) -> list[tuple[str, ...]]:
                           "" if upstream else (claim.state if claim else ""), upstream))
         for ms in row.milestones:
             mark = "ok" if ms.claim_met else "NOT MET"
-            lines.append((row.row, ms.milestone or "", "(milestone)", "", "", "", "", "", ms.verdict.value, f"{ms.state} {mark}", ""))
+            lines.append((row.row, ms.milestone or "", "(milestone)", "", "", "", "", "", ms.verdict.value, f"{ms.claimed} {mark}", ""))
         mark = "ok" if row.claim.claim_met else "NOT MET"
-        lines.append((row.row, "", "(row)", "", "", "", "", "", row.claim.verdict.value, f"{row.claim.state} {mark}", parity_cell(row)))
+        lines.append((row.row, "", "(row)", "", "", "", "", "", row.claim.verdict.value, f"{row.claim.claimed} {mark}", parity_cell(row)))
     return lines
 
 
@@ -105,10 +105,18 @@ def fixed_width(header: tuple[str, ...], body: list[tuple[str, ...]], limits: di
 def table(report: RunReport) -> str:
     """A fixed-width table, one line per gate, milestone and row, then the reasons of unmet claims."""
     out = fixed_width(*_table(report), rule=True)
+    counts = operation_lines(report)
+    if counts:
+        out += ["", *counts]
     reasons = _unmet(report)
     if reasons:
         out += ["", *reasons]
     return "\n".join(out)
+
+
+def operation_lines(report: RunReport) -> list[str]:
+    """Per row, how many of its operations the judged implementation answers: "ROW: myport: 2/17 operations implemented"."""
+    return [f"{row.row}: {row.operations.text}" for row in report.rows if row.operations is not None]
 
 
 def _unmet(report: RunReport) -> list[str]:
@@ -206,8 +214,11 @@ def markdown(report: RunReport, exit_code: int) -> str:
     head = ("| row | verdict | claimed | claim | upstream |", "|---|---|---|---|---|") if parity else ("| row | verdict | claimed | claim |", "|---|---|---|---|")
     lines = [f"## vllm-gates: exit {exit_code}", "", *stopped, *head]
     for row in report.rows:
-        lines.append(f"| {row.row} | {icon.get(row.claim.verdict.value, '')} {row.claim.verdict.value} | {row.claim.state} | "
+        lines.append(f"| {row.row} | {icon.get(row.claim.verdict.value, '')} {row.claim.verdict.value} | {row.claim.claimed} | "
                      f"{'met' if row.claim.claim_met else '**not met**'} |" + (f" {parity_cell(row) or '-'} |" if parity else ""))
+    counts = operation_lines(report)
+    if counts:
+        lines += ["", *[f"- {one_line(line)}" for line in counts]]
     header, body = _table(report)
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(one_line(cell).replace("|", "\\|") for cell in r) + " |" for r in body]
@@ -224,7 +235,7 @@ def junit_claims(report: RunReport) -> str:
     cases = []
     for row in report.rows:
         for claim in (*row.milestones, row.claim):
-            name = quoteattr(f"{row.row}::{claim.milestone or '(row)'}::claim[{claim.state}]")
+            name = quoteattr(f"{row.row}::{claim.milestone or '(row)'}::claim[{claim.claimed}]")
             if claim.claim_met:
                 cases.append(f'  <testcase classname="vllm-gates" name={name} time="0"/>')
             else:

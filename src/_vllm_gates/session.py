@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from _vllm_gates.audit import audit_exit_code, audit_lines, audit_table
+from _vllm_gates.claims import claimed_roadmap
 from _vllm_gates.config import Config
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.exitcodes import ExitCode
+from _vllm_gates.implemented import answered_on_evidence, with_operation_counts
 from _vllm_gates.items import RECORD, GateItem, ItemIdentity, ItemRecord
 from _vllm_gates.model import GateFile, Roadmap
 from _vllm_gates.profiles import current_profile_name
@@ -78,6 +80,7 @@ class GateRun:
     started: float = field(default_factory=time.time)
     impl: str = "python"
     impl_broken: str = ""  # why the external implementation could not be built: every gate file's gates are ERROR
+    answered: dict[str, frozenset[str]] = field(default_factory=dict)  # by row: the operations its external worker listed
     not_run_why: str = ""  # why gates outside this run did not run, when it is not a marker filter
     evidence: list[GateEvidence] = field(default_factory=list)  # from --gates-evidence files
     device: Device = field(default_factory=lambda: Device("unknown"))
@@ -153,9 +156,13 @@ class GateRun:
         scope = Scope(rows, in_run | {(i.row, i.gate) for i in items}, why,
                       simulated={key for key, markers in self.gate_markers.items() if self.device.simulated and self._needs_gpu(markers)},
                       parity_marker=self.project.parity_marker())
-        fill_evidence(scope, assess(self.evidence, fingerprints, self.impl))
-        report = build_report(roadmap, list(self.gate_files.values()), items, dict(self.broken), scope,
+        assessed = assess(self.evidence, fingerprints, self.impl)
+        fill_evidence(scope, assessed)
+        implementation = self.project.implementation(self.impl)
+        claimed = claimed_roadmap(roadmap, self.impl, implementation.claims if implementation else ())
+        report = build_report(claimed, list(self.gate_files.values()), items, dict(self.broken), scope,
                               {key: names for key, names in missing.items() if names})
+        report = with_operation_counts(report, self.gate_files, self.impl, {**answered_on_evidence(assessed), **self.answered})
         report = replace(report, evidence_offered=bool(self.evidence))
         report = with_fingerprints(report, fingerprints, self.device, self._needs_gpu, scope.simulated)
         report = with_unknown_rows(report, {row: message for row, message in self.broken.items() if roadmap.row(row) is None})
@@ -244,7 +251,7 @@ def _add_claims_to_junit(config: pytest.Config, report: RunReport) -> None:
         return
     for row in report.rows:
         for claim in (*row.milestones, row.claim):
-            name = f"{row.row}::{claim.milestone or '(row)'}::claim[{claim.state}]"
+            name = f"{row.row}::{claim.milestone or '(row)'}::claim[{claim.claimed}]"
             outcome = "passed" if claim.claim_met else "failed"
             longrepr = None if claim.claim_met else f"{claim.verdict.value}: {claim.reason}"
             for when, result in (("call", outcome), ("teardown", "passed")):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from _vllm_gates.exitcodes import ExitCode
+from _vllm_gates.implemented import OperationCount
 from _vllm_gates.model import Gate, GateFile, Roadmap
 
 
@@ -86,6 +87,12 @@ class ClaimResult:
     verdict: Verdict
     claim_met: bool
     reason: str
+    claimed_by: str | None = None  # the implementation whose own claim ``state`` is (None: the roadmap's)
+
+    @property
+    def claimed(self) -> str:
+        """The claimed state as reports show it, naming the implementation where the claim is its own."""
+        return f"{self.state} ({self.claimed_by}'s claim)" if self.claimed_by else self.state
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,7 @@ class RowReport:
     milestones: tuple[ClaimResult, ...]
     gates: tuple[GateResult, ...]
     parity: ParityResult | None = None
+    operations: OperationCount | None = None  # how many of the row's operations the judged implementation answers
 
 
 @dataclass(frozen=True)
@@ -279,18 +287,18 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
             met, why = claim_met(ms.state, verdict, ms_gates)
             if verdict is Verdict.EMPTY and not ms_gates:
                 why = "no gate covers this milestone"
-            milestone_claims.append(ClaimResult(row.id, ms.id, ms.state, verdict, met, why))
+            milestone_claims.append(ClaimResult(row.id, ms.id, ms.state, verdict, met, why, ms.claimed_by))
         if row_errors or row.id in broken_rows:
             detail = row_errors[0].detail if row_errors else broken_rows[row.id]
-            row_claim = ClaimResult(row.id, None, row.state, Verdict.ERROR, False, detail or "the gate file did not load")
+            row_claim = ClaimResult(row.id, None, row.state, Verdict.ERROR, False, detail or "the gate file did not load", row.claimed_by)
         elif gate_file is None:
-            row_claim = ClaimResult(row.id, None, row.state, Verdict.EMPTY, False, "no gate file for this row")
+            row_claim = ClaimResult(row.id, None, row.state, Verdict.EMPTY, False, "no gate file for this row", row.claimed_by)
         else:
             verdict = worst([m.verdict for m in milestone_claims]) if milestone_claims else Verdict.EMPTY
             met, why = claim_met(row.state, verdict, gate_results)
             if met and not all(m.claim_met for m in milestone_claims):
                 met, why = False, "a milestone does not meet its claimed state"
-            row_claim = ClaimResult(row.id, None, row.state, verdict, met, why)
+            row_claim = ClaimResult(row.id, None, row.state, verdict, met, why, row.claimed_by)
         parity = None
         if row.upstream and gate_file is not None:
             parity = judge_parity(row.upstream, parity_gates)
@@ -343,6 +351,11 @@ def not_implemented_skip(impl: str, why: str) -> str:
     return f"not implemented by {impl!r}: {why}"
 
 
+def skipped_as_not_implemented(item: ItemResult) -> bool:
+    """The item was skipped because the judged implementation does not provide its gate's operation."""
+    return item.outcome == "skipped" and bool(_NOT_IMPLEMENTED_SKIP.match(item.detail))
+
+
 def skipped_for_requirement(item: ItemResult) -> bool:
     """The item was skipped because a requirement of its marker (a CUDA device) is missing on this machine."""
     return item.outcome == "skipped" and bool(_REQUIREMENT_SKIP.match(item.detail))
@@ -376,7 +389,7 @@ def interrupted(report: RunReport, signal_name: str) -> RunReport:
     """The same report, stopped by ``signal_name``: no claim of it is met."""
     def unmet(claim: ClaimResult) -> ClaimResult:
         why = f"the run was interrupted ({signal_name})" + (f"; {claim.reason}" if claim.reason else "")
-        return ClaimResult(claim.row, claim.milestone, claim.state, claim.verdict, False, why)
+        return replace(claim, claim_met=False, reason=why)
 
     rows = tuple(replace(r, claim=unmet(r.claim), milestones=tuple(unmet(m) for m in r.milestones)) for r in report.rows)
     return replace(report, rows=rows, interrupted=signal_name)

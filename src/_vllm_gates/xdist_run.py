@@ -64,6 +64,7 @@ def manifest(run: "GateRun") -> dict[str, Any]:
     """What one worker collected, as plain data for ``workeroutput``."""
     return {"collected_files": sorted(str(p) for p in run.collected_files),
             "row_files": dict(run.row_files), "broken": dict(run.broken),
+            "answered": {row: sorted(operations) for row, operations in run.answered.items()},
             "declared": [[row, gate, names] for (row, gate), names in run.declared.items()],
             "gate_markers": [[row, gate, list(markers)] for (row, gate), markers in run.gate_markers.items()],
             "interrupted": run.interrupted, "profile": current_profile_name()}
@@ -76,6 +77,8 @@ def merge(run: "GateRun", found: dict[str, Any]) -> None:
 
     run.collected_files.update(Path(p) for p in found["collected_files"])
     run.broken.update({row: why for row, why in found["broken"].items() if row not in run.broken})
+    for row, operations in found["answered"].items():
+        run.answered.setdefault(row, frozenset(operations))
     for row, gate, names in found["declared"]:
         run.declared.setdefault((row, gate), list(names))
     for row, gate, markers in found["gate_markers"]:

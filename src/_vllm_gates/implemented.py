@@ -1,0 +1,90 @@
+"""How much of a row the judged implementation answers (issue 25, item 4): "myport: 2/17 operations implemented".
+
+M is the operations the row's gates name (`operation:`); N those of them the implementation answers: all of them for
+the python port (each operation has its Python binding), for an external one those its worker listed at the
+handshake (docs/worker-protocol.md §12) and did not answer `not-implemented` when called in this run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Mapping
+
+from _vllm_gates.implementations import PYTHON
+from _vllm_gates.model import GateFile
+
+if TYPE_CHECKING:
+    from _vllm_gates.evidence import Assessed
+    from _vllm_gates.verdicts import RunReport
+
+
+@dataclass(frozen=True)
+class OperationCount:
+    """The operations a row's gates use, split into those the implementation answers and those it does not; and the
+    gates naming a Python target instead of an operation, which only the python implementation can answer."""
+
+    impl: str
+    implemented: tuple[str, ...]
+    missing: tuple[str, ...]
+    python_only: tuple[str, ...] = ()  # gate ids
+
+    @property
+    def text(self) -> str:
+        """E.g. "myport: 2/17 operations implemented (missing: kv-plan, …)"."""
+        used = len(self.implemented) + len(self.missing)
+        text = f"{self.impl}: {len(self.implemented)}/{used} operations implemented"
+        if self.missing:
+            shown = ", ".join(self.missing[:5]) + (f" and {len(self.missing) - 5} more" if len(self.missing) > 5 else "")
+            text += f" (missing: {shown})"
+        if self.python_only:
+            text += f"; {len(self.python_only)} gate(s) name a Python target, not an operation: {', '.join(self.python_only)}"
+        return text
+
+
+def count_operations(gate_file: GateFile, impl: str, listed: frozenset[str] | None,
+                     absent: frozenset[str] = frozenset()) -> OperationCount | None:
+    """The count for one row: ``listed`` the operations the worker listed (None: the python port, which answers every
+    operation), ``absent`` the operations it answered `not-implemented` when called. None when the row's gates name
+    no operation and the python port is judged (nothing to count)."""
+    used = tuple(dict.fromkeys(g.operation for g in gate_file.gates if g.operation is not None))
+    python_only = tuple(g.id for g in gate_file.gates if g.operation is None) if impl != PYTHON else ()
+    if not used and not python_only:
+        return None
+    answered = set(used) if listed is None else set(listed) - absent
+    return OperationCount(impl, tuple(op for op in used if op in answered), tuple(op for op in used if op not in answered),
+                          python_only)
+
+
+def with_operation_counts(report: "RunReport", gate_files: Mapping[str, GateFile], impl: str,
+                          listed: Mapping[str, frozenset[str]] | None) -> "RunReport":
+    """Each row's operation count, where it is known: the python port's always; an external implementation's for
+    the rows whose worker this run asked (``listed``, by row)."""
+    from _vllm_gates.verdicts import skipped_as_not_implemented
+
+    operation_of = {(gf.row, g.id): g.operation for gf in gate_files.values() for g in gf.gates}
+    absent: dict[str, set[str]] = {}
+    for item in report.items:
+        operation = operation_of.get((item.row, item.gate))
+        if operation is not None and skipped_as_not_implemented(item):
+            absent.setdefault(item.row, set()).add(operation)
+    rows = []
+    for row in report.rows:
+        gate_file = gate_files.get(row.row)
+        known = impl == PYTHON or (listed is not None and row.row in listed)
+        count = None
+        if gate_file is not None and known:
+            count = count_operations(gate_file, impl, None if impl == PYTHON else listed[row.row],  # type: ignore[index]
+                                     frozenset(absent.get(row.row, ())))
+        rows.append(replace(row, operations=count))
+    return replace(report, rows=tuple(rows))
+
+
+def answered_on_evidence(assessed: Mapping[tuple[str, str], list["Assessed"]]) -> dict[str, frozenset[str]]:
+    """By row, the operations an earlier run's worker answered, from a report that holds usable evidence for a gate of
+    the row: the same fingerprint, so the same build of the same implementation and the same gate file (`gates
+    verdict` runs no worker to ask)."""
+    found: dict[str, frozenset[str]] = {}
+    for (row, _), entries in assessed.items():
+        for entry in entries:
+            if entry.usable and entry.evidence.answered is not None:
+                found.setdefault(row, entry.evidence.answered)
+    return found
