@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from _vllm_gates import xdist_run
+from _vllm_gates import lifeline, xdist_run
 from _vllm_gates.checks import ResolvedGate, Subject
 from _vllm_gates.config import load_config
 from _vllm_gates.errors import DefinitionError, Location, Problem
@@ -83,6 +83,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(RequirementSkips(run), "vllm-gates-requirements")
     if xdist_run.is_controller(config):
         config.pluginmanager.register(xdist_run.Controller(run), "vllm-gates-xdist")
+    if xdist_run.is_worker(config):  # the controller's death ends this process and its workers (docs/worker-protocol.md §2.1)
+        lifeline.current().elder = os.getppid()
     for marker in project.markers:
         config.addinivalue_line("markers", f"{marker.name}: {marker.help}")
     register_profiles()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from _vllm_gates import lifeline
 from _vllm_gates.channel import (PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, ProtocolError, forget, frame, parse,
                                  receive, receive_frame, send, send_frames)
 
@@ -61,7 +62,7 @@ class Spawner:
     def start(self, worker_end: socket.socket, log: Any) -> int:
         process = subprocess.Popen([*self.spec.command, "--fd", str(worker_end.fileno())], pass_fds=(worker_end.fileno(),),
                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.spec.root,
-                                   start_new_session=True)
+                                   start_new_session=True, env=lifeline.current().environ())
         self.processes[process.pid] = process
         return process.pid
 
@@ -86,7 +87,9 @@ class ForkServer(Spawner):
         self.server = subprocess.Popen([*spec.command, "--zygote", "--fd", str(server_end.fileno())],
                                        pass_fds=(server_end.fileno(),), stdin=subprocess.DEVNULL, stdout=self.log,
                                        stderr=subprocess.STDOUT, cwd=spec.root, start_new_session=True,
-                                       env={**os.environ, "PYTHONPATH": os.pathsep.join([*spec.path, os.environ.get("PYTHONPATH", "")])})
+                                       env={**lifeline.current().environ(),
+                                            "PYTHONPATH": os.pathsep.join([*spec.path, os.environ.get("PYTHONPATH", "")])})
+        lifeline.current().adopt(self.server.pid)
         server_end.close()
         self.control = judge_end
         send(self.control, {"op": "hello", "version": PROTOCOL_VERSION, "preload": list(spec.preload)})
@@ -119,6 +122,7 @@ class ForkServer(Spawner):
             self.server.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             self.server.kill()
+        lifeline.current().release(self.server.pid)
         self.log.close()
 
 
@@ -150,6 +154,7 @@ class WorkerProcess:
         self.log = tempfile.TemporaryFile(prefix="vllm-gates-worker-")
         try:
             self.pid = spawner.start(worker_end, self.log)
+            lifeline.current().adopt(self.pid)
         finally:
             worker_end.close()
         self.returncode: int | None = None
@@ -277,6 +282,7 @@ class WorkerProcess:
             os.killpg(self.pid, signal.SIGKILL)  # whatever the subject forked ends with it
         except (ProcessLookupError, PermissionError):
             pass
+        lifeline.current().release(self.pid)
 
     def kill(self) -> None:
         self._kill_group()

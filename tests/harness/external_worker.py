@@ -2,15 +2,22 @@
 (docs/worker-protocol.md §12), written without the engine: the tests' stand-in for a C++ driver.
 
 `python external_worker.py MODE --fd N`. MODE: correct | wrong-value | wrong-kind | few-facts | no-operations |
-refuse | crash-at-start | not-implemented-at-call.
+refuse | crash-at-start | not-implemented-at-call | spin-at-call (at its first call it starts processes that spin without
+the environment, one in a session of its own, one orphaned in the worker's process group, and spins itself, heeding no
+SIGTERM: tests/harness/test_judge_death.py).
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import struct
+import subprocess
 import sys
+
+SPINNER = "import os, sys\nopen(sys.argv[1], 'w').write(str(os.getpid()))\nwhile True:\n    pass\n"
+ORPHANING = "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]])\n"  # starts, exits
 
 
 def read_frame(sock: socket.socket) -> dict | None:
@@ -51,6 +58,19 @@ def page_bytes(mode: str, data: dict) -> dict:
     return {"value": value + (1 if mode == "wrong-value" else 0)}
 
 
+def spin(flag: str) -> None:
+    """Start processes that spin, without the environment: one in a session of its own (no process group reaches it),
+    one whose parent exits (only the group holds it); then spin. SIGTERM is ignored by all but the orphan."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    subprocess.Popen([sys.executable, "-c", "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + SPINNER,
+                      flag + ".grandchild"], env={}, start_new_session=True)
+    subprocess.Popen([sys.executable, "-c", ORPHANING, SPINNER, flag + ".orphan"], env={}).wait()
+    with open(flag + ".worker", "w") as marker:
+        marker.write(str(os.getpid()))
+    while True:
+        pass
+
+
 def main() -> int:
     mode, fd = sys.argv[1], int(sys.argv[sys.argv.index("--fd") + 1])
     if mode == "crash-at-start":
@@ -76,6 +96,8 @@ def main() -> int:
             reply["error"] = {"kind": "protocol", "message": f"unknown op {request.get('op')!r}"}
         elif request.get("target") == "_vllm_gates.standins:wrong_everywhere":
             reply["result"] = {"value": {"$wrong": True}}
+        elif mode == "spin-at-call":
+            spin(os.environ["JUDGE_DEATH_FLAG"])
         elif request.get("operation") != "page-bytes" or mode == "not-implemented-at-call":
             reply["error"] = {"kind": "not-implemented", "message": f"no operation {request.get('operation')!r}"}
         else:
