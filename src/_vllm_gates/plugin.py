@@ -177,7 +177,7 @@ class GateFileNode(pytest.File):
             yield DefinitionErrorItem.from_parent(self, name="roadmap", problems=roadmap_problems, **common)
             return
         try:
-            gate_file = load_gate_file(self.path, project.root, roadmap, every, run.load_share)
+            gate_file = load_gate_file(self.path, project.root, roadmap, every, run.load_share, per_gate=True)
         except DefinitionError as error:
             run.broken[row] = str(error)
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=error.problems, **common)
@@ -189,6 +189,10 @@ class GateFileNode(pytest.File):
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=[problem], **common)
             return
         run.gate_files[gate_file.row] = gate_file
+        for broken in gate_file.broken_gates:  # ERROR, each at its own line; the file's other gates still run
+            yield DefinitionErrorItem.from_parent(self, name=f"definition[{broken.id}]", problems=list(broken.problems),
+                                                  **{**common, "gate_id": broken.id, "milestone": broken.milestone,
+                                                     "line": broken.problems[0].location.line})
         refused = check_targets(run, gate_file)
         operations, not_started = external_operations(run, gate_file) if run.pool.spec.external else (None, [])
         for gate in gate_file.gates:

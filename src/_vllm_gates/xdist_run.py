@@ -88,7 +88,8 @@ def merge(run: "GateRun", found: dict[str, Any]) -> None:
             continue
         run.row_files[row] = path
         try:
-            run.gate_files[row] = load_gate_file(run.project.root / path, run.project.root, roadmap, run.project.marker_names)
+            run.gate_files[row] = load_gate_file(run.project.root / path, run.project.root, roadmap, run.project.marker_names,
+                                                 per_gate=True)
         except DefinitionError as error:  # changed on disk since the worker read it
             run.broken[row] = str(error)
 
