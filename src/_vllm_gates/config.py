@@ -77,6 +77,7 @@ class Config:
     implementations: tuple[Implementation, ...] = (Implementation(PYTHON),)  # the python port first, then external ones
     error_kinds: tuple[tuple[str, str], ...] = ()  # Python exception class name -> language-neutral error kind
     upstream: Upstream | None = None  # the pinned upstream release (None: the project pins none)
+    file_settings: tuple[str, ...] = ()  # implementation settings that name a file: it must be readable before a run
 
     def parity_marker(self) -> str | None:
         """The marker whose gates compare with the pinned upstream release (it requires `upstream`)."""
@@ -190,20 +191,55 @@ def pattern_outside_root(root: Path, pattern: str, what: str) -> str | None:
     return why
 
 
+_TOML_KEY_PATH = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*"""
+_TOML_HEADER = re.compile(rf"^\s*\[\[?\s*({_TOML_KEY_PATH})\s*\]\]?\s*(?:#.*)?$")
+_TOML_ASSIGNMENT = re.compile(rf"^\s*({_TOML_KEY_PATH})\s*=")
+
+
+def _key_parts(dotted: str) -> tuple[str, ...]:
+    """`tool."vllm-gates".rows` -> ("tool", "vllm-gates", "rows")."""
+    return tuple(part.strip().strip("\"'") for part in re.findall(r"\"[^\"]*\"|'[^']*'|[^.]+", dotted))
+
+
+def toml_line(text: str, key: tuple[str, ...]) -> int | None:
+    """The line of a TOML text that sets the key path ``key`` (("tool", "vllm-gates", "implementations", "cpp",
+    "command")), or the nearest enclosing key or table header written in it (an inline table's line for a key
+    inside it); None when no line sets any part of it. Read line by line, without a TOML parser's positions."""
+    table: tuple[str, ...] = ()
+    best, depth = None, 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _TOML_HEADER.match(line)
+        found = header or _TOML_ASSIGNMENT.match(line)
+        if found is None:
+            continue
+        path = _key_parts(found.group(1)) if header else table + _key_parts(found.group(1))
+        if header:
+            table = path
+        if len(path) > depth and key[:len(path)] == path:
+            best, depth = number, len(path)
+    return best
+
+
+def setting_location(root: Path, key: str) -> Location:
+    """Where ``key`` of `[tool.vllm-gates]` (`implementations.cpp.command`) is set in the project's pyproject.toml
+    (line 1 where it cannot be told)."""
+    try:
+        text = read_definition_text(root / CONFIG_FILE, CONFIG_FILE, CONFIG_FILE)
+    except DefinitionError:
+        text = ""
+    return Location(CONFIG_FILE, toml_line(text, (*_key_parts(SECTION), *_key_parts(key))) or 1, 1)
+
+
 class _Reader:
     """Reads the table's values, collecting problems that name the file, the key, its line and the value."""
 
     def __init__(self, path: Path, text: str):
         self.shown = path.name
-        self.lines = text.splitlines()
+        self.text = text
         self.problems: list[Problem] = []
 
     def where(self, key: str) -> Location:
-        leaf = key.rsplit(".", 1)[-1]
-        for number, line in enumerate(self.lines, start=1):
-            if re.match(rf"^\s*\"?{re.escape(leaf)}\"?\s*=", line):
-                return Location(self.shown, number, 1)
-        return Location(self.shown, 1, 1)
+        return Location(self.shown, toml_line(self.text, (*_key_parts(SECTION), *_key_parts(key))) or 1, 1)
 
     def problem(self, key: str, message: str) -> None:
         self.problems.append(Problem(self.where(key), f"[{SECTION}] {key}", message))
@@ -292,7 +328,7 @@ def _independence(reader: _Reader, value: Any) -> tuple[tuple[str, tuple[str, ..
 
 
 KNOWN_KEYS = {"roadmap", "rows", "specs", "allowed-roots", "markers", "default-marker", "independence",
-              "worker-preload", "call-timeout", "run-budget", "implementations", "error-kinds", "upstream"}
+              "worker-preload", "call-timeout", "run-budget", "implementations", "error-kinds", "upstream", "file-settings"}
 
 
 def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float | None) -> float | None:
@@ -402,6 +438,7 @@ def load_config(root: Path) -> Config | None:
         implementations=read_implementations(table.get("implementations", {}), reader.problem),
         error_kinds=read_error_kinds(table.get("error-kinds", {}), reader.problem),
         upstream=_upstream(reader, table["upstream"]) if "upstream" in table else None,
+        file_settings=reader.strings(table, "file-settings", base.file_settings),
     )
     if config.upstream is None and config.parity_marker():
         reader.problem("markers", f"marker {config.parity_marker()!r} requires `upstream`, but [{SECTION}.upstream] pins no release")
