@@ -41,6 +41,7 @@ MALFORMED = {
     "no-gates": lambda d: d.update(gates=[]),
     "gate-without-checks": lambda d: [d["gates"][0].pop("cases"), d["gates"][0].pop("properties")],
     "bad-requirement-id": lambda d: d["gates"][0].update(covers=["ex-1"]),
+    "input-not-a-mapping": lambda d: d["gates"][0]["cases"]["fp16-page"].update(input=[32000]),
 }
 
 

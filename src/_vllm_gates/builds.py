@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -43,7 +44,19 @@ def stamp_path(impl: Implementation, root: Path) -> Path:
     return root / STAMP_DIR / f"{impl.name}.stamp"
 
 
-def ensure_built(impl: Implementation, root: Path, log: TextIO = sys.stderr) -> str | None:
+@dataclass(frozen=True)
+class BuildFailure:
+    """Why an implementation could not be built: the setting at fault (`build`, or `command` when the build made no
+    such file) and what went wrong."""
+
+    setting: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def ensure_built(impl: Implementation, root: Path, log: TextIO = sys.stderr) -> BuildFailure | None:
     """Run the build when its identity changed since the last good build (or the command is missing); None on
     success, else what failed, naming the command and its last output lines."""
     if not impl.build:
@@ -59,12 +72,12 @@ def ensure_built(impl: Implementation, root: Path, log: TextIO = sys.stderr) -> 
         try:
             done = subprocess.run(list(step), cwd=root, capture_output=True, text=True)
         except OSError as error:
-            return f"implementation {impl.name!r}: build step `{' '.join(step)}` could not start: {error}"
+            return BuildFailure("build", f"build step `{' '.join(step)}` could not start: {error}")
         if done.returncode != 0:
             tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-8:])[-1500:]
-            return f"implementation {impl.name!r}: build step `{' '.join(step)}` exited with status {done.returncode}: {tail}"
+            return BuildFailure("build", f"build step `{' '.join(step)}` exited with status {done.returncode}: {tail}")
     if not executable.exists():
-        return f"implementation {impl.name!r}: the build finished but its command {impl.command[0]!r} does not exist"
+        return BuildFailure("command", f"the build finished but made no {impl.command[0]!r}, the worker command it names")
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text(want + "\n")
     return None

@@ -14,7 +14,7 @@ try:  # Ctrl-C while the command is still starting: one line, as main() says it 
     from typing import Iterator
 
     from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_root, load_config
-    from _vllm_gates.errors import DefinitionError
+    from _vllm_gates.errors import DefinitionError, Problem
     from _vllm_gates.exitcodes import ExitCode
     from _vllm_gates.project import Project, load_project, load_roadmap_of, unknown_row
 except KeyboardInterrupt:
@@ -57,10 +57,30 @@ def _check_marker(config: Config, marker: str) -> None:
         raise UsageError(f"--marker {marker!r} is not a marker of this project (markers: {', '.join(config.marker_names)}, all)")
 
 
-def _print_broken(project: Project, rows: list[str] | None = None) -> None:
+def _print_broken(project: Project, rows: list[str] | None = None, later: list[Problem] | None = None) -> None:
+    """Root causes first: each broken row's error, with the problems of ``later`` that follow from it (their `cause`
+    is the row) folded into one line under it; then the other problems of ``later`` in full."""
+    later = later or []
     for row, (_, message) in project.broken.items():
         if rows is None or row in rows:
             print(f"definition error in row {row}:\n  " + message.replace("\n", "\n  "), file=sys.stderr)
+            after = [p for p in later if p.cause == f"row {row}"]
+            if after:
+                print(f"  and {len(after)} more caused by the error above (the first: {after[0]})", file=sys.stderr)
+    roots = [p for p in later if not p.cause or p.cause.removeprefix("row ") not in project.broken]
+    if roots:
+        print("definition error:\n" + "\n".join(str(p) for p in roots), file=sys.stderr)
+
+
+def _deviation_problems(project: Project) -> list[Problem]:
+    """What is wrong in the deviations file (a malformed deviation is a definition error wherever it is read)."""
+    from _vllm_gates.deviations import load_deviations
+
+    try:
+        load_deviations(project.config, project.gate_files, set(project.broken))
+    except DefinitionError as error:
+        return error.problems
+    return []
 
 
 def cmd_list(args: argparse.Namespace, project: Project) -> int:
@@ -81,11 +101,9 @@ def cmd_list(args: argparse.Namespace, project: Project) -> int:
             print("  (no gate file)")
         if row.upstream:
             print(f"  upstream parity claimed: {project.config.upstream.package if project.config.upstream else '?'} {row.upstream}")
-    _print_broken(project)
-    from _vllm_gates.deviations import load_deviations
-
-    load_deviations(project.config, project.gate_files)  # a malformed deviation is a definition error here too
-    return ExitCode.ERROR if project.broken else ExitCode.OK
+    later = _deviation_problems(project)
+    _print_broken(project, later=later)
+    return ExitCode.ERROR if project.broken or later else ExitCode.OK
 
 
 @contextlib.contextmanager
@@ -308,6 +326,11 @@ def cmd_deviations(args: argparse.Namespace, project: Project) -> int:
     if pin is None:
         print(f"this project pins no upstream release ([{SECTION}.upstream] in {CONFIG_FILE}): no deviations to list")
         return ExitCode.OK
+    if project.broken:
+        later = _deviation_problems(project)
+        if later:  # the broken rows' errors first, their entries here folded under them
+            _print_broken(project, later=later)
+            return ExitCode.ERROR
     found = [d for d in load_deviations(project.config, project.gate_files) if not args.rows or d.row in args.rows]
     if args.json:
         import json

@@ -78,6 +78,7 @@ class Config:
     implementations: tuple[Implementation, ...] = (Implementation(PYTHON),)  # the python port first, then external ones
     error_kinds: tuple[tuple[str, str], ...] = ()  # Python exception class name -> language-neutral error kind
     upstream: Upstream | None = None  # the pinned upstream release (None: the project pins none)
+    file_settings: tuple[str, ...] = ()  # implementation settings that name a file: it must be readable before a run
 
     def parity_marker(self) -> str | None:
         """The marker whose gates compare with the pinned upstream release (it requires `upstream`)."""
@@ -255,6 +256,16 @@ def _line_reach(line: str, section: list[str], path: list[str]) -> int:
     return depth
 
 
+def setting_location(root: Path, key: str) -> Location:
+    """Where ``key`` of `[tool.vllm-gates]` (`implementations.cpp.command`) is set in the project's pyproject.toml
+    (line 1 where it cannot be told)."""
+    try:
+        text = read_definition_text(root / CONFIG_FILE, CONFIG_FILE, CONFIG_FILE)
+    except DefinitionError:
+        text = ""
+    return Location(CONFIG_FILE, key_line(text.splitlines(), ["tool", "vllm-gates", *(key_parts(key) or [key])]), 1)
+
+
 class _Reader:
     """Reads the table's values, collecting problems that name the file, the key, its line and the value."""
 
@@ -355,7 +366,7 @@ def _independence(reader: _Reader, value: Any) -> tuple[tuple[str, tuple[str, ..
 
 
 KNOWN_KEYS = {"roadmap", "rows", "specs", "allowed-roots", "markers", "default-marker", "independence",
-              "worker-preload", "call-timeout", "run-budget", "implementations", "error-kinds", "upstream"}
+              "worker-preload", "call-timeout", "run-budget", "implementations", "error-kinds", "upstream", "file-settings"}
 
 
 def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float | None) -> float | None:
@@ -465,6 +476,7 @@ def load_config(root: Path) -> Config | None:
         implementations=read_implementations(table.get("implementations", {}), reader.problem, reader.where),
         error_kinds=read_error_kinds(table.get("error-kinds", {}), reader.problem),
         upstream=_upstream(reader, table["upstream"]) if "upstream" in table else None,
+        file_settings=reader.strings(table, "file-settings", base.file_settings),
     )
     if config.upstream is None and config.parity_marker():
         reader.problem("markers", f"marker {config.parity_marker()!r} requires `upstream`, but [{SECTION}.upstream] pins no release")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Collection
+
 from _vllm_gates.config import Config
 from _vllm_gates.errors import DefinitionError, Location
 from _vllm_gates.fields import Reader, show
@@ -28,9 +30,10 @@ class Deviation:
     checked_by: str
 
 
-def load_deviations(config: Config, gate_files: tuple[GateFile, ...]) -> tuple[Deviation, ...]:
+def load_deviations(config: Config, gate_files: tuple[GateFile, ...], broken: Collection[str] = ()) -> tuple[Deviation, ...]:
     """The project's deviations (none when it pins no upstream or has no file); DefinitionError naming file:line
-    for a malformed entry, an unknown row or operation, or a checking gate that is missing or not an upstream gate."""
+    for a malformed entry, an unknown row or operation, or a checking gate that is missing or not an upstream gate.
+    An entry of a row in ``broken`` (its gate file does not load) is a follow-on of that row's error (its `cause`)."""
     if config.upstream is None or not (config.root / config.upstream.deviations).is_file():
         return ()
     shown = config.upstream.deviations
@@ -61,7 +64,8 @@ def load_deviations(config: Config, gate_files: tuple[GateFile, ...]) -> tuple[D
             continue
         gate_file = files.get(values["row"])  # type: ignore[arg-type]
         if gate_file is None:
-            reader.problem(location_of(entry, "row"), f"{key}.row", f"row {show(values['row'])} has no gate file that loads")
+            cause = f"row {values['row']}" if values["row"] in broken else ""
+            reader.problem(location_of(entry, "row"), f"{key}.row", f"row {show(values['row'])} has no gate file that loads", cause)
             continue
         if values["operation"] not in {op.name for op in gate_file.operations}:
             reader.problem(location_of(entry, "operation"), f"{key}.operation",

@@ -18,11 +18,13 @@ class Location:
 
 @dataclass(frozen=True)
 class Problem:
-    """One definition error: where, which key, what is wrong."""
+    """One definition error: where, which key, what is wrong; ``cause`` names the root error it follows from (such
+    as "row ROAD-V1-MEM" for a reference to a row whose gate file does not load), so a report can fold it there."""
 
     location: Location
     key: str
     message: str
+    cause: str = ""
 
     def __str__(self) -> str:
         where = f"{self.key}: " if self.key else ""

@@ -51,8 +51,8 @@ class Reader:
         self.path = path
         self.problems: list[Problem] = []
 
-    def problem(self, where: Location | None, key: str, message: str) -> None:
-        self.problems.append(Problem(where or Location(self.path, 1, 1), key, message))
+    def problem(self, where: Location | None, key: str, message: str, cause: str = "") -> None:
+        self.problems.append(Problem(where or Location(self.path, 1, 1), key, message, cause))
 
     def mapping(self, value: Any, key: str, where: Location | None) -> YMap | None:
         if isinstance(value, YMap):

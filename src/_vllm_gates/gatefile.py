@@ -10,13 +10,13 @@ from typing import Mapping
 
 from _vllm_gates.agreement import disagreements
 from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
-from _vllm_gates.model import Case, Gate, GateFile, KnownBad, Operation, Properties, Raises, Roadmap, Row, TargetRef
+from _vllm_gates.model import BrokenGate, Case, Gate, GateFile, KnownBad, Operation, Properties, Raises, Roadmap, Row, TargetRef
 from _vllm_gates.operations import OPERATION_NAME, load_operations, operations_path
 from _vllm_gates.roadmap import ROW_ID
 from _vllm_gates.specdoc import REQUIREMENT_ID, requirements_in
 from _vllm_gates.config import is_absolute, outside_root
 from _vllm_gates.errors import DefinitionError, Location, Problem
-from _vllm_gates.yamlsource import YMap, file_kind, load_yaml, location_of, to_plain
+from _vllm_gates.yamlsource import YList, YMap, file_kind, load_yaml, location_of, to_plain
 
 GATE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -110,7 +110,8 @@ def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> list[C
     for name, body in cases_map.items():
         # the common case, read without a problem: a named mapping of known keys with `expect` (or an oracle)
         if (type(name) is str and type(body) is YMap and "raises" not in body and keys(body) and case_name(name)
-                and name not in RESERVED_CASE_NAMES and ("expect" in body or has_oracle)):
+                and name not in RESERVED_CASE_NAMES and ("expect" in body or has_oracle)
+                and ("input" not in body or type(body["input"]) is YMap)):
             expect = body.get("expect")
             out.append(_plain_case(name, places.get(name, outside), to_plain(body.get("input", {})), "expect" in body,
                                    to_plain(expect) if isinstance(expect, (dict, list)) else expect))
@@ -124,6 +125,10 @@ def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> list[C
         if case is None:
             continue
         reader.keys(case, case_key, set(), CASE_KEYS)
+        if "input" in case and not isinstance(case["input"], YMap):
+            reader.problem(location_of(case, "input"), f"{case_key}.input",
+                           f"expected a mapping of the call's arguments (omit `input` for none), got "
+                           f"{type_name(case['input'])} {show(case['input'])}")
         raises = _raises(reader, case, case_key) if "raises" in case else None
         if "expect" in case and "raises" in case:
             reader.problem(where, case_key, "a case has either `expect` or `raises`, not both")
@@ -328,10 +333,13 @@ def row_package(folder: str) -> str | None:
 
 
 def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tuple[str, ...],
-                   share: LoadShare | None = None, error_kinds: Mapping[str, str] | None = None) -> GateFile:
+                   share: LoadShare | None = None, error_kinds: Mapping[str, str] | None = None,
+                   per_gate: bool = False) -> GateFile:
     """Parse and validate a gate file; raise DefinitionError with every problem found. ``share``: what the files
     of one load share (LoadShare); without it, nothing is shared with another call. ``error_kinds``: the project's
-    `[tool.vllm-gates.error-kinds]`, against which the cases' expected errors meet their operations' (agreement.py)."""
+    `[tool.vllm-gates.error-kinds]`, against which the cases' expected errors meet their operations' (agreement.py).
+    ``per_gate``: problems within one gate make only that gate broken (GateFile.broken_gates; a run's collection),
+    not the file."""
     share = share if share is not None else LoadShare()
     shown = _shown(path, root, share)
     folder = shown.rpartition("/")[0]
@@ -356,6 +364,7 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
             reader.problem(place, f"sources[{index}]", why)
     context = _row_context(reader, top, root, roadmap, row_id, spec, share)
     gates: list[Gate] = []
+    broken: list[tuple[int, object, list[Problem]]] = []  # gates with problems: their index, body and problems
     gate_list = top.get("gates")
     if "gates" in top and not isinstance(gate_list, list):
         reader.problem(location_of(top, "gates"), "gates", f"expected a list of gates, got {type_name(gate_list)} {show(gate_list)}")
@@ -365,20 +374,43 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
         seen: dict[str, Location] = {}
         for index, body in enumerate(gate_list):
             key = f"gates[{index}]"
+            before = len(reader.problems)
             gate_map = reader.mapping(body, key, location_of(gate_list, index))
             gate = _gate(reader, gate_map, key, context) if gate_map is not None else None
-            if gate is None:
-                continue
-            if gate.id in seen:
+            if gate is not None and gate.id in seen:
                 reader.problem(location_of(gate_map, "id"), f"{key}.id", f"duplicate gate id {show(gate.id)} (first at line {seen[gate.id].line})")
+            if len(reader.problems) > before:
+                broken.append((index, body, reader.problems[before:]))
+                continue
+            if gate is None:
                 continue
             seen[gate.id] = location_of(gate_map, "id")
             gates.append(gate)
-    if not reader.problems:  # gates and operations as written: does the interface file announce what the cases ask?
+    in_gates = {id(problem) for _, _, problems in broken for problem in problems}
+    if all(id(problem) in in_gates for problem in reader.problems):
+        # the loaded gates and operations as written: does the interface file announce what the cases ask?
         reader.problems.extend(disagreements(gates, reader.operations, ops_shown, error_kinds))
-    if reader.problems:
+    if any(id(problem) not in in_gates for problem in reader.problems) or (broken and not per_gate):
         raise DefinitionError(reader.problems)
-    return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"), folder, operations)
+    return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"), folder, operations,
+                    _broken_gates(broken, gate_list, {gate.id for gate in gates}))
+
+
+def _broken_gates(broken: list[tuple[int, object, list[Problem]]], gate_list: YList,
+                  loaded: set[str]) -> tuple[BrokenGate, ...]:
+    """The gates of a file that did not load, each labelled by its id, or `gates[N]` where its id is missing, malformed
+    or the id of another gate."""
+    found: list[BrokenGate] = []
+    for index, body, problems in broken:
+        written = body.get("id") if isinstance(body, YMap) else None
+        label = written if isinstance(written, str) and GATE_ID.match(written) else f"gates[{index}]"
+        if label in loaded or any(other.id == label for other in found):
+            label = f"gates[{index}]"
+        milestone = body.get("milestone") if isinstance(body, YMap) else None
+        where = body.location if isinstance(body, YMap) else location_of(gate_list, index)
+        found.append(BrokenGate(label, where or problems[0].location, milestone if isinstance(milestone, str) else "",
+                                tuple(problems)))
+    return tuple(found)
 
 
 def _shown(path: Path, root: Path, share: LoadShare) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from _vllm_gates.errors import Location
+from _vllm_gates.errors import Location, Problem
 
 STATES = ("INVENTORIED", "SPIKE", "READY", "ACTIVE", "GATING", "PARTIAL", "DONE", "BLOCKED")
 
@@ -121,6 +121,18 @@ class Limit:
 
 
 @dataclass(frozen=True)
+class BrokenGate:
+    """A gate whose definition has problems (issue 25): its label (its id, or `gates[N]` where the id cannot be
+    used), where it is written, its milestone as written ("" when unreadable) and its problems. It is ERROR; the
+    file's other gates still run."""
+
+    id: str
+    location: Location
+    milestone: str
+    problems: tuple[Problem, ...]
+
+
+@dataclass(frozen=True)
 class Operation:
     """A language-neutral operation a row's gates call (operations.yaml): what it takes, returns and raises, and
     the Python port's binding (an impl callable and its builder)."""
@@ -150,6 +162,7 @@ class GateFile:
     row_location: Location | None = None
     folder: str = ""
     operations: tuple[Operation, ...] = ()
+    broken_gates: tuple[BrokenGate, ...] = ()  # only where the file was loaded one gate at a time (a run's collection)
 
     @property
     def all_sources(self) -> tuple[str, ...]:

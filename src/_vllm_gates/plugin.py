@@ -17,9 +17,10 @@ import pytest
 from _vllm_gates import lifeline, xdist_run
 from _vllm_gates.checks import ResolvedGate, Subject
 from _vllm_gates.config import load_config
-from _vllm_gates.errors import DefinitionError, Location, Problem
+from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.evidence import SIMULATED_DEVICE_ENV, GateEvidence
 from _vllm_gates.gatefile import LoadShare, load_gate_file, peek_row_id
+from _vllm_gates.impl_problems import before_run, not_started, pointer
 from _vllm_gates.implementations import PYTHON, Implementation
 from _vllm_gates.items import RECORD, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items, link_runs
 from _vllm_gates.model import Gate, GateFile, TargetRef
@@ -105,10 +106,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         if not xdist_run.is_controller(session.config):  # an xdist controller runs no item: its workers spawn
             run.pool.spawner()  # the fork server imports its preload modules while the judge collects
         implementation = run.project.implementation(run.impl)
-        if implementation is not None and implementation.external:
-            from _vllm_gates.builds import ensure_built
-
-            run.impl_broken = ensure_built(implementation, run.project.root) or ""
+        if implementation is not None:
+            run.impl_problems = before_run(run.project, implementation)
 
 
 def _may_collect_gate_files(config: pytest.Config, run: GateRun) -> bool:
@@ -174,12 +173,14 @@ class GateFileNode(pytest.File):
         run.collected_files.add(self.path.resolve())
         every = project.marker_names
         common = {"row": row, "gate_id": "<file>", "milestone": "", "line": 1, "markers": every}
+        yield from _implementation_error(self, run, common)
         roadmap, roadmap_problems = run.roadmap()
         if roadmap_problems:
             yield DefinitionErrorItem.from_parent(self, name="roadmap", problems=roadmap_problems, **common)
             return
         try:
-            gate_file = load_gate_file(self.path, project.root, roadmap, every, run.load_share, dict(project.error_kinds))
+            gate_file = load_gate_file(self.path, project.root, roadmap, every, run.load_share, dict(project.error_kinds),
+                                       per_gate=True)
         except DefinitionError as error:
             run.broken[row] = str(error)
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=error.problems, **common)
@@ -191,14 +192,26 @@ class GateFileNode(pytest.File):
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=[problem], **common)
             return
         run.gate_files[gate_file.row] = gate_file
-        refused = check_targets(run, gate_file)
-        operations, not_started = external_operations(run, gate_file) if run.pool.spec.external else (None, [])
-        if operations is not None and not not_started:
+        for broken in gate_file.broken_gates:  # ERROR, each at its own line; the file's other gates still run
+            yield DefinitionErrorItem.from_parent(self, name=f"definition[{broken.id}]", problems=list(broken.problems),
+                                                  **{**common, "gate_id": broken.id, "milestone": broken.milestone,
+                                                     "line": broken.problems[0].location.line})
+        operations = external_operations(run, gate_file) if run.pool.spec.external and not run.impl_problems else None
+        if operations is not None and not run.impl_problems:
             run.answered[gate_file.row] = operations
+        yield from _implementation_error(self, run, {**common, "row": gate_file.row})
+        if run.impl_problems:  # each gate points at the one error; none is resolved or run
+            for gate in gate_file.gates:
+                yield DefinitionErrorItem.from_parent(self, name=f"definition[{gate.id}]",
+                                                      problems=[pointer(run.impl_problems, run.impl, gate.location)],
+                                                      **{**common, "gate_id": gate.id, "milestone": gate.milestone,
+                                                         "line": gate.location.line})
+            return
+        refused = check_targets(run, gate_file)
         for gate in gate_file.gates:
             try:
-                if gate.id in refused or not_started:
-                    raise DefinitionError(refused.get(gate.id, []) + not_started)
+                if gate.id in refused:
+                    raise DefinitionError(refused[gate.id])
                 resolved = _resolve_gate(run, gate_file, gate, operations)
             except DefinitionError as error:
                 yield DefinitionErrorItem.from_parent(self, name=f"definition[{gate.id}]", problems=error.problems,
@@ -206,6 +219,14 @@ class GateFileNode(pytest.File):
                                                          "line": error.problems[0].location.line})
                 continue
             yield GateNode.from_parent(self, name=gate.id, row=gate_file.row, resolved=resolved, audit=run.audit)
+
+
+def _implementation_error(node: GateFileNode, run: GateRun, common: dict[str, Any]) -> Iterator[pytest.Item]:
+    """The one item of the run that reports why its implementation cannot be used, yielded by the first gate file
+    collected once that is known (issue 25: one error, not one per gate)."""
+    if run.impl_problems and not run.impl_reported:
+        run.impl_reported = True
+        yield DefinitionErrorItem.from_parent(node, name=f"implementation[{run.impl}]", problems=list(run.impl_problems), **common)
 
 
 CHECK_TIMEOUT = 300.0  # resolving a file's targets imports them (torch, a compiler run): more than one call may take
@@ -302,16 +323,17 @@ def _check_problems(by_role: dict[str, list[tuple[str, TargetRef, TargetRef | No
     return problems
 
 
-def external_operations(run: GateRun, gate_file: GateFile) -> tuple[frozenset[str], list[Problem]]:
-    """The operations the external implementation's worker for this file answers, or the problem that it did not
-    build or start (every gate of the file is then in ERROR: a crash never looks like a pass)."""
-    where = gate_file.row_location or Location(gate_file.path, 1, 1)
-    if run.impl_broken:
-        return frozenset(), [Problem(where, f"implementation {run.impl}", run.impl_broken)]
+def external_operations(run: GateRun, gate_file: GateFile) -> frozenset[str]:
+    """The operations the external implementation's worker for this file answers. A worker that does not start
+    (an OS error, an exit or a broken protocol before its ready) is the run's implementation problem, told once:
+    every gate of this file and of the files after it is ERROR, pointing at it (a crash never looks like a pass)."""
     try:
-        return run.pool.operations((gate_file.path, "impl")), []
+        return run.pool.operations((gate_file.path, "impl"))
     except WorkerLost as lost:
-        return frozenset(), [Problem(where, f"implementation {run.impl}", str(lost))]
+        implementation = run.project.implementation(run.impl)
+        assert implementation is not None
+        run.impl_problems = [not_started(run.project, implementation, str(lost), f"impl of {gate_file.path}")]
+        return frozenset()
 
 
 def _resolve_gate(run: GateRun, gate_file: GateFile, gate: Gate, operations: frozenset[str] | None = None) -> ResolvedGate:

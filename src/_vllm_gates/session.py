@@ -79,8 +79,9 @@ class GateRun:
     report: RunReport | None = None
     started: float = field(default_factory=time.time)
     impl: str = "python"
-    impl_broken: str = ""  # why the external implementation could not be built: every gate file's gates are ERROR
     answered: dict[str, frozenset[str]] = field(default_factory=dict)  # by row: the operations its external worker listed
+    impl_problems: list[Problem] = field(default_factory=list)  # why the implementation cannot be used: its gates are ERROR
+    impl_reported: bool = False  # those problems have their one item in this run (each gate points at it)
     not_run_why: str = ""  # why gates outside this run did not run, when it is not a marker filter
     evidence: list[GateEvidence] = field(default_factory=list)  # from --gates-evidence files
     device: Device = field(default_factory=lambda: Device("unknown"))

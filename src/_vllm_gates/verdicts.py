@@ -7,7 +7,7 @@ from enum import Enum
 
 from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.implemented import OperationCount
-from _vllm_gates.model import Gate, GateFile, Roadmap
+from _vllm_gates.model import BrokenGate, Gate, GateFile, Roadmap
 
 
 class Verdict(str, Enum):
@@ -255,6 +255,14 @@ def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[st
         executed=executed and bool(items), run_verdict=first_hand[0], run_reason=first_hand[1], basis=basis)
 
 
+def _broken_gate(row: str, broken: BrokenGate, items: list[ItemResult]) -> GateResult:
+    """A gate whose definition did not load: ERROR, for its definition item's first line (or its first problem)."""
+    reason = next((i.detail for i in items if i.outcome == "error"), f"definition error: {broken.problems[0]}")
+    return GateResult(row, broken.id, broken.milestone, (), Verdict.ERROR, 0, 0, 0, 0, 0, 0, reason,
+                      executed=bool(items), run_verdict=Verdict.ERROR.value if items else "", run_reason=reason if items else "",
+                      basis=(THIS_RUN,) if items else ())
+
+
 def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemResult],
                  broken_rows: dict[str, str] | None = None, scope: Scope | None = None,
                  missing: dict[tuple[str, str], tuple[str, ...]] | None = None) -> RunReport:
@@ -277,6 +285,9 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
         gate_file = files.get(row.id)
         all_results = [_judge_gate(row.id, gate, by_gate.get((row.id, gate.id), []), missing.get((row.id, gate.id), ()), scope)
                        for gate in (gate_file.gates if gate_file else ())]
+        not_loaded = [_broken_gate(row.id, broken, by_gate.get((row.id, broken.id), []))
+                      for broken in (gate_file.broken_gates if gate_file else ())]
+        all_results += not_loaded
         parity_gates = [g for g in all_results if scope.parity_marker in g.markers]
         gate_results = [g for g in all_results if scope.parity_marker not in g.markers]
         row_errors = by_gate.get((row.id, "<file>"), [])
@@ -294,7 +305,7 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
         elif gate_file is None:
             row_claim = ClaimResult(row.id, None, row.state, Verdict.EMPTY, False, "no gate file for this row", row.claimed_by)
         else:
-            verdict = worst([m.verdict for m in milestone_claims]) if milestone_claims else Verdict.EMPTY
+            verdict = worst([m.verdict for m in milestone_claims] + [g.verdict for g in not_loaded]) if milestone_claims or not_loaded else Verdict.EMPTY
             met, why = claim_met(row.state, verdict, gate_results)
             if met and not all(m.claim_met for m in milestone_claims):
                 met, why = False, "a milestone does not meet its claimed state"

@@ -155,6 +155,10 @@ class WorkerProcess:
         try:
             self.pid = spawner.start(worker_end, self.log)
             lifeline.current().adopt(self.pid)
+        except OSError as error:  # the command cannot be run at all: no such file, not executable
+            judge_end.close()
+            self.log.close()
+            raise WorkerLost(f"worker {label} could not be started: {error}") from None
         finally:
             worker_end.close()
         self.returncode: int | None = None

@@ -92,7 +92,7 @@ def merge(run: "GateRun", found: dict[str, Any]) -> None:
         run.row_files[row] = path
         try:
             run.gate_files[row] = load_gate_file(run.project.root / path, run.project.root, roadmap, run.project.marker_names,
-                                                  error_kinds=dict(run.project.error_kinds))
+                                                  error_kinds=dict(run.project.error_kinds), per_gate=True)
         except DefinitionError as error:  # changed on disk since the worker read it
             run.broken[row] = str(error)
 
