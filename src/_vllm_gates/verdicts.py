@@ -74,6 +74,7 @@ class GateResult:
     inputs: tuple[str, ...] = ()
     device: str = ""
     simulated: bool = False
+    partial: bool = False  # a partial selection ran only some of its items: judged on those, never evidence (issue 25)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class ClaimResult:
     verdict: Verdict
     claim_met: bool
     reason: str
+    judged: bool = True  # False: the run selected part of the row, so it judges no claim (partial.py)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class RunReport:
     items: tuple[ItemResult, ...] = field(default_factory=tuple)
     interrupted: str | None = None  # the signal that stopped the run, when one did
     evidence_offered: bool = False  # evidence files were given: a run that executed nothing still judges on them
+    partial: bool = False  # the run selected part of a row: only the selected gates, no claim judged (partial.py)
 
     @property
     def checks(self) -> int:
