@@ -16,6 +16,7 @@ try:  # Ctrl-C while the command is still starting: one line, as main() says it 
     from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_root, load_config
     from _vllm_gates.errors import DefinitionError, Problem
     from _vllm_gates.exitcodes import ExitCode
+    from _vllm_gates.profiles import PROFILES
     from _vllm_gates.project import Project, load_project, load_roadmap_of, unknown_row
 except KeyboardInterrupt:
     sys.stderr.write("gates: interrupted (SIGINT) while starting\n")
@@ -178,16 +179,37 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
 
         return judge_without_items(project.config, {"json": args.json, "markdown": args.markdown, "junit": args.junit,
                                                     "rows": [], "changed_since": args.changed_since})
+    targets = _picked(project, rows, args) if args.gate or args.case else None
     extra = _marker_args(args.marker) + _row_args(rows)
     for flag, value in (("--gates-json", args.json), ("--gates-markdown", args.markdown), ("--junitxml", args.junit),
-                        ("--hypothesis-profile", args.profile), ("--gates-changed-since", args.changed_since),
+                        ("--hypothesis-profile", _profile(args)), ("--hypothesis-seed", args.seed),
+                        ("--gates-changed-since", args.changed_since),
                         ("--gates-impl", _implementation(project.config, args.impl))):
         if value:
             extra.append(f"{flag}={value}")
     extra += [f"--gates-evidence={path}" for path in _readable_evidence(args.evidence)]
     options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows or None,
                "markexpr": "" if args.marker == "all" else args.marker}
-    return _pytest(project.config, extra, options)
+    return _pytest(project.config, extra, options, targets=targets)
+
+
+def _profile(args: argparse.Namespace) -> str | None:
+    """--profile, or deep for --deep (the two may not disagree)."""
+    if args.deep and args.profile not in (None, "deep"):
+        raise UsageError(f"--deep runs the deep profile; it cannot be combined with --profile {args.profile}")
+    return "deep" if args.deep else args.profile
+
+
+def _picked(project: Project, rows: list[str], args: argparse.Namespace) -> list[str]:
+    """The node ids of the --gate (and --case) asked for: a partial selection of one row (issue 25)."""
+    from _vllm_gates.pick import PickError, node_ids
+
+    if not args.gate:
+        raise UsageError("--case needs exactly one --gate, the gate whose items it names; got 0")
+    try:
+        return node_ids(project.config, project.roadmap, rows, args.gate, args.case)
+    except PickError as error:
+        raise UsageError(str(error)) from None
 
 
 def _readable_evidence(paths: list[str]) -> list[str]:
@@ -417,7 +439,18 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("rows", nargs="*", help="rows to run (default: all)")
     run.add_argument("--marker", default="all", help=MARKER_CHOICES_HELP + " (default: all)")
     run.add_argument("--changed-since", metavar="REF", help="only rows that changes since REF can affect (see `gates affected`)")
-    run.add_argument("--profile", choices=["ci", "dev", "thorough"], help="hypothesis profile (default: ci when CI is set, else dev)")
+    run.add_argument("--gate", action="append", default=[], metavar="ID",
+                     help="only this gate of the one ROW (repeatable): a partial selection, judged on what it ran; "
+                          "no claim is judged")
+    run.add_argument("--case", action="append", default=[], metavar="NAME",
+                     help="only this item of the one --gate (repeatable): a named case, properties, known_bad[NAME] or audit")
+    run.add_argument("--profile", choices=list(PROFILES),
+                     help="hypothesis profile: ci (derandomized), dev, thorough (10x examples), deep (50x, a fresh seed "
+                          "printed); default: ci when CI is set, else dev")
+    run.add_argument("--seed", type=int, metavar="N", help="the run seed (pytest: --hypothesis-seed): replays what a run "
+                                                          "that printed it drew, under the same profile (default: a fresh one)")
+    run.add_argument("--deep", action="store_true", help="the deep profile (--profile deep): fifty times each gate's "
+                                                          "examples, drawn from a fresh seed that the summary prints")
     run.add_argument("--json", metavar="F", help="write the verdicts as JSON")
     run.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
     run.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per gate item and per claim")

@@ -91,8 +91,8 @@ def _gates_of(document: Mapping[str, Any], shown: str) -> list[GateEvidence]:
         count = row.get("operations")
         answered = frozenset(count["implemented"]) if isinstance(count, dict) and count["impl"] == record["impl"] else None
         for gate in row["gates"]:
-            if not gate["executed"]:
-                continue  # judged there on other evidence, or not run: nothing first-hand
+            if not gate["executed"] or gate.get("partial", False):
+                continue  # judged there on other evidence, not run, or run in part (issue 25): nothing first-hand
             names = gate["inputs"]
             found.append(GateEvidence(shown, gate["row"], gate["gate"], Verdict(gate["run_verdict"]), gate["run_reason"],
                                       gate["fingerprint"], {name: inputs[name] for name in names}, gate["device"],

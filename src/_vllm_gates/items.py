@@ -14,7 +14,7 @@ from _vllm_gates import checks
 from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate, Subject
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.model import Case, KnownBad
-from _vllm_gates.profiles import effective_max_examples, settings_for
+from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
 from _vllm_gates.implementations import PYTHON
 from _vllm_gates.render import render_case, render_value
 from _vllm_gates.verdicts import not_implemented_skip
@@ -53,6 +53,7 @@ class ItemRecord:
 
 
 RECORD = pytest.StashKey[ItemRecord]()
+RUN_SEED = pytest.StashKey[RunSeed]()  # the run's seed (plugin.pytest_configure), in the config's stash
 
 
 class KnownBadPassed(Exception):
@@ -88,7 +89,9 @@ class GateItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         error = excinfo.value
         if isinstance(error, Mismatch):
-            return _render_mismatch(error, self.nodeid)
+            seed = self.config.stash.get(RUN_SEED, None)
+            return _render_mismatch(error, self.nodeid, seed.drawn(current_profile_name()) if seed else "",
+                                    seed.replay(current_profile_name()) if seed else "")
         if isinstance(error, KnownBadPassed):
             return str(error)
         if isinstance(error, DefinitionError):
@@ -112,15 +115,18 @@ class GateItem(pytest.Item):
             return "".join(traceback.format_exception(type(cause), cause, cause.__traceback__, limit=-8)).rstrip()
 
 
-def _render_mismatch(error: Mismatch, nodeid: str) -> str:
+def _render_mismatch(error: Mismatch, nodeid: str, drawn: str, replay: str) -> str:
+    """A mismatch's report; a generated input's also says how it was drawn and the command that draws it again
+    (the same profile and seed: the gate's examples depend on nothing else, issue 25)."""
     width = max((len(label) for label, _ in error.lines), default=5)
     lines = [f"{error.where}: {error.headline}", f"  {'input'.ljust(width)}: {render_value(error.data)}"]
     lines += [f"  {label.ljust(width)}: {text}" for label, text in error.lines]
     if error.shrunk:
-        lines += ["  (shrunk by hypothesis) to replay it as a named case, add under `cases:`:",
+        lines += [f"  drawn with {drawn}" if drawn else "",
+                  "  (shrunk by hypothesis) to replay it as a named case, add under `cases:`:",
                   "    " + render_case("shrunk-example", error.data).replace("\n", "\n    "),
-                  f"  rerun: pytest '{nodeid}' --hypothesis-profile=ci"]
-    return "\n".join(lines)
+                  f"  rerun: pytest '{nodeid}' {replay}".rstrip()]
+    return "\n".join(line for line in lines if line)
 
 
 class CaseItem(GateItem):
@@ -177,7 +183,9 @@ class PropertiesItem(GateItem):
         if self.resolved.not_implemented:
             pytest.skip(self.resolved.not_implemented)
         declared = self.resolved.gate.properties.max_examples  # type: ignore[union-attr]
-        tally = checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared))
+        seed = self.config.stash.get(RUN_SEED, None)
+        tally = checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared),
+                                      seed=seed.for_gate(self.identity.row, self.identity.gate) if seed else None)
         return ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors)
 
 

@@ -22,9 +22,9 @@ from _vllm_gates.evidence import SIMULATED_DEVICE_ENV, GateEvidence
 from _vllm_gates.gatefile import LoadShare, load_gate_file, peek_row_id
 from _vllm_gates.impl_problems import before_run, not_started, pointer
 from _vllm_gates.implementations import PYTHON, Implementation
-from _vllm_gates.items import RECORD, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items, link_runs
+from _vllm_gates.items import RECORD, RUN_SEED, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items, link_runs
 from _vllm_gates.model import Gate, GateFile, TargetRef
-from _vllm_gates.profiles import load_default_profile, register_profiles
+from _vllm_gates.profiles import SEED_OPTION, RunSeed, load_default_profile, register_profiles
 from _vllm_gates.project import second_gate_file, unknown_row
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
@@ -78,6 +78,9 @@ def pytest_configure(config: pytest.Config) -> None:
     run.collect_only = bool(config.option.collectonly)
     run.load_share = LoadShare()  # the run's gate files share resolved folders and spec ids (read once per run)
     run.evidence = _load_evidence(list(config.getoption("gates_evidence") or ()))
+    run.seed = RunSeed.choose(config.getoption(SEED_OPTION, default=None),
+                              getattr(config, "workerinput", {}).get(xdist_run.SEED_KEY))
+    config.stash[RUN_SEED] = run.seed
     config.stash[_RUN] = run
     _stop_on_sigterm(run)
     config.pluginmanager.register(InterruptWatcher(run), "vllm-gates-interrupts")
@@ -489,6 +492,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = gate_run(session.config)
     if run is not None:
         run.selected = [item.identity for item in session.items if isinstance(item, GateItem)]
+        for item in session.items:
+            if isinstance(item, GateItem):
+                run.selected_items.setdefault((item.identity.row, item.identity.gate), set()).add(item.name)
         if not xdist_run.is_worker(session.config):  # an xdist worker runs what it is sent, in the order it is sent
             link_runs(session.items)
         for item in session.items:

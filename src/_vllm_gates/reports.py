@@ -37,6 +37,10 @@ def _rows(report: RunReport) -> list[tuple[str, ...]]:
                           str(gate.values_compared), str(gate.errors_agreed),
                           f"{gate.known_bad_rejected}/{gate.known_bad_total}", gate.verdict.value,
                           "" if upstream else (claim.state if claim else ""), upstream))
+        if report.partial:  # no claim is judged: only a row whose gate file did not load says so here
+            if not row.gates:
+                lines.append((row.row, "", "(row)", "", "", "", "", "", row.claim.verdict.value, f"{row.claim.state} not judged", ""))
+            continue
         for ms in row.milestones:
             mark = "ok" if ms.claim_met else "NOT MET"
             lines.append((row.row, ms.milestone or "", "(milestone)", "", "", "", "", "", ms.verdict.value, f"{ms.claimed} {mark}", ""))
@@ -119,7 +123,14 @@ def operation_lines(report: RunReport) -> list[str]:
     return [f"{row.row}: {row.operations.text}" for row in report.rows if row.operations is not None]
 
 
+PARTIAL_NOTE = ("partial selection: only the gates selected are shown, each judged on its selected items; no claim is "
+                "judged, and a gate run in part is no evidence")
+
+
 def _unmet(report: RunReport) -> list[str]:
+    if report.partial:
+        return [*(f"{row.row}::{gate.gate}: {gate.verdict.value}: {gate.reason}" for row in report.rows for gate in row.gates
+                  if gate.reason), *(f"{row.row}: {row.claim.reason}" for row in report.rows if not row.gates), PARTIAL_NOTE]
     reasons = []
     for row in report.rows:
         for ms in row.milestones:
@@ -214,8 +225,9 @@ def markdown(report: RunReport, exit_code: int) -> str:
     head = ("| row | verdict | claimed | claim | upstream |", "|---|---|---|---|---|") if parity else ("| row | verdict | claimed | claim |", "|---|---|---|---|")
     lines = [f"## vllm-gates: exit {exit_code}", "", *stopped, *head]
     for row in report.rows:
-        lines.append(f"| {row.row} | {icon.get(row.claim.verdict.value, '')} {row.claim.verdict.value} | {row.claim.claimed} | "
-                     f"{'met' if row.claim.claim_met else '**not met**'} |" + (f" {parity_cell(row) or '-'} |" if parity else ""))
+        met = "not judged" if not row.claim.judged else "met" if row.claim.claim_met else "**not met**"
+        lines.append(f"| {row.row} | {icon.get(row.claim.verdict.value, '')} {row.claim.verdict.value} | {row.claim.claimed} | {met} |"
+                     + (f" {parity_cell(row) or '-'} |" if parity else ""))
     counts = operation_lines(report)
     if counts:
         lines += ["", *[f"- {one_line(line)}" for line in counts]]
@@ -234,14 +246,14 @@ def junit_claims(report: RunReport) -> str:
 
     cases = []
     for row in report.rows:
-        for claim in (*row.milestones, row.claim):
+        for claim in (c for c in (*row.milestones, row.claim) if c.judged):
             name = quoteattr(f"{row.row}::{claim.milestone or '(row)'}::claim[{claim.claimed}]")
             if claim.claim_met:
                 cases.append(f'  <testcase classname="vllm-gates" name={name} time="0"/>')
             else:
                 message = quoteattr(f"{claim.verdict.value}: {claim.reason}")
                 cases.append(f'  <testcase classname="vllm-gates" name={name} time="0"><failure message={message}/></testcase>')
-    failures = sum(not c.claim_met for r in report.rows for c in (*r.milestones, r.claim))
+    failures = sum(c.judged and not c.claim_met for r in report.rows for c in (*r.milestones, r.claim))
     return ('<?xml version="1.0" encoding="utf-8"?>\n'
             f'<testsuites><testsuite name="vllm-gates" tests="{len(cases)}" failures="{failures}" errors="0" skipped="0">\n'
             + "\n".join(cases) + "\n</testsuite></testsuites>\n")

@@ -20,7 +20,8 @@ from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.implemented import answered_on_evidence, with_operation_counts
 from _vllm_gates.items import RECORD, GateItem, ItemIdentity, ItemRecord
 from _vllm_gates.model import GateFile, Roadmap
-from _vllm_gates.profiles import current_profile_name
+from _vllm_gates.partial import judge_partial, partial_exit_code, selection
+from _vllm_gates.profiles import RunSeed, current_profile_name
 from _vllm_gates.project import Project, load_roadmap_of
 from _vllm_gates.reports import junit_claims, markdown, table, write_atomic, write_json
 from _vllm_gates.workers import WorkerPool
@@ -64,6 +65,7 @@ class GateRun:
     row_files: dict[str, str] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)
     selected: list[ItemIdentity] = field(default_factory=list)
+    selected_items: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # the names of each gate's selected items
     deselected: int = 0
     declared: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # the manifest: items of each gate
     gate_markers: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
@@ -85,6 +87,7 @@ class GateRun:
     not_run_why: str = ""  # why gates outside this run did not run, when it is not a marker filter
     evidence: list[GateEvidence] = field(default_factory=list)  # from --gates-evidence files
     device: Device = field(default_factory=lambda: Device("unknown"))
+    seed: RunSeed | None = None  # the run seed of profiles that are not derandomized (profiles.RunSeed)
     _results: dict[str, _Partial] = field(default_factory=dict)
     _roadmap: tuple[Roadmap | None, list[Problem]] | None = None
     _fingerprints: dict[tuple[str, str], GateFingerprint] | None = None
@@ -150,24 +153,40 @@ class GateRun:
             return with_unknown_rows(RunReport((), tuple(items)), {row: message for row in rows})
         rows = self.scope(roadmap)
         in_run = self.gates_in_run()
+        partial = self.partial_selection()
         done = {(i.row, i.gate, i.name) for i in items}
-        missing = {key: tuple(name for name in names if (*key, name) not in done) for key, names in self.declared.items() if key in in_run}
+        wanted = self.declared if partial is None else \
+            {key: [name for name in names if name in self.selected_items.get(key, ())] for key, names in self.declared.items()}
+        missing = {key: tuple(name for name in names if (*key, name) not in done) for key, names in wanted.items() if key in in_run}
         fingerprints = self.fingerprints(roadmap, rows)
         why = self.not_run_why or (f"deselected by -m {self.markexpr!r}" if self.markexpr else "not collected in this run")
         scope = Scope(rows, in_run | {(i.row, i.gate) for i in items}, why,
                       simulated={key for key, markers in self.gate_markers.items() if self.device.simulated and self._needs_gpu(markers)},
                       parity_marker=self.project.parity_marker())
-        assessed = assess(self.evidence, fingerprints, self.impl)
-        fill_evidence(scope, assessed)
         implementation = self.project.implementation(self.impl)
         claimed = claimed_roadmap(roadmap, self.impl, implementation.claims if implementation else ())
+        assessed = assess(self.evidence, fingerprints, self.impl) if partial is None else {}
+        if partial is None:  # a partial selection judges what it ran, on nothing else
+            fill_evidence(scope, assessed)
         report = build_report(claimed, list(self.gate_files.values()), items, dict(self.broken), scope,
                               {key: names for key, names in missing.items() if names})
         report = with_operation_counts(report, self.gate_files, self.impl, {**answered_on_evidence(assessed), **self.answered})
-        report = replace(report, evidence_offered=bool(self.evidence))
+        report = replace(report, evidence_offered=bool(self.evidence) and partial is None)
         report = with_fingerprints(report, fingerprints, self.device, self._needs_gpu, scope.simulated)
         report = with_unknown_rows(report, {row: message for row, message in self.broken.items() if roadmap.row(row) is None})
+        if partial is not None:
+            report = judge_partial(report, partial)
         return interrupted(report, self.interrupted) if self.interrupted else report
+
+    def partial_selection(self) -> dict[tuple[str, str], Any] | None:
+        """The gates a run that selected part of its rows (-k, node ids) selected, how much of each; None for a run
+        of whole rows (every item of every gate its marker expression keeps), judged as ever (partial.py)."""
+        if not self.collected_files:  # nothing collected here (gates verdict, a run without gate files)
+            return None
+        keeps = self._marker_filter()
+        gates = {(gf.row, gate.id): keeps(gate.markers) for gf in self.gate_files.values() for gate in gf.gates}
+        gates.update({(row, "<file>"): keeps(self.project.marker_names) for row in self.broken})
+        return selection(gates, self.declared, self.selected_items)
 
     def fingerprints(self, roadmap: Roadmap, rows: list[str]) -> dict[tuple[str, str], GateFingerprint]:
         """The fingerprint of every gate of the rows in scope, as the tree is now."""
@@ -184,11 +203,17 @@ class GateRun:
         """Gates whose markers the run's -m expression selects (all without one): each of their items must run."""
         if not self.markexpr:
             return set(self.declared)
+        keeps = self._marker_filter()
+        return {key for key, markers in self.gate_markers.items() if keeps(markers)}
+
+    def _marker_filter(self) -> Any:
+        """Whether the run's -m expression keeps an item with these markers (every one without an expression)."""
+        if not self.markexpr:
+            return lambda markers: True
         from _pytest.mark.expression import Expression
 
         expression = Expression.compile(self.markexpr)
-        return {key for key, markers in self.gate_markers.items()
-                if expression.evaluate(lambda name, /, **kwargs: name in markers)}
+        return lambda markers: expression.evaluate(lambda name, /, **kwargs: name in markers)
 
     def finish(self, config: pytest.Config | None, pytest_status: int) -> int:
         """Judge the run, write its reports and return the session's exit status (config None: pytest did not run)."""
@@ -200,8 +225,10 @@ class GateRun:
         self.device = this_device()
         report = self.judge()
         self.report = report
-        code = self._combine(exit_code(report), pytest_status)
-        self.summary = f"{table(report)}\n\n{report.checks} checks in {time.time() - self.started:.1f}s; exit {code}"
+        code = self._combine(partial_exit_code(report) if report.partial else exit_code(report), pytest_status)
+        seed, drawn = self.drawing() if report.items else (None, "")  # how the examples were drawn (issue 25)
+        ending = f"{report.checks} checks in {time.time() - self.started:.1f}s; exit {code}"
+        self.summary = "\n".join([table(report), "", *([drawn] if drawn else []), ending])
         if self.nothing_affected():
             code = self._combine(ExitCode.OK, pytest.ExitCode.OK)
             self.summary = f"no row is affected by changes since {self.meta['changed_since']}: nothing to gate"
@@ -211,12 +238,24 @@ class GateRun:
         elif self.junit_path:
             write_atomic(Path(self.junit_path), junit_claims(report))
         meta = {"markexpr": self.markexpr or self.meta.get("markexpr", ""), "interrupted": self.interrupted, "rows": [r.row for r in report.rows],
-                "profile": current_profile_name(), **self.meta}
+                "profile": current_profile_name(), "seed": seed, "selection": "partial" if report.partial else "whole rows",
+                **{key: value for key, value in self.meta.items() if key not in ("seed", "drawn")}}
         if self.json_path:
             write_json(Path(self.json_path), report, code, meta, self.evidence_record())
         if self.markdown_path:
-            write_atomic(Path(self.markdown_path), markdown(report, code))
+            write_atomic(Path(self.markdown_path), markdown(report, code) + (f"\n{drawn}\n" if drawn else ""))
         return code
+
+    def drawing(self) -> tuple[str | None, str]:
+        """The run seed the gate items drew from (None: derandomized) and the summary's line on it; an xdist
+        controller's are those its workers sent (its own profile is not theirs)."""
+        from _vllm_gates.profiles import derandomized
+
+        if "drawn" in self.meta:
+            return self.meta["seed"], self.meta["drawn"]
+        if self.seed is None:
+            return None, ""
+        return (None if derandomized() else self.seed.value), self.seed.describe(current_profile_name())
 
     def nothing_affected(self) -> bool:
         """--changed-since found no affected row: a green run that judged nothing, and its reports say so."""
@@ -251,7 +290,7 @@ def _add_claims_to_junit(config: pytest.Config, report: RunReport) -> None:
     if xml is None:
         return
     for row in report.rows:
-        for claim in (*row.milestones, row.claim):
+        for claim in (c for c in (*row.milestones, row.claim) if c.judged):  # a partial selection judges none
             name = f"{row.row}::{claim.milestone or '(row)'}::claim[{claim.claimed}]"
             outcome = "passed" if claim.claim_met else "failed"
             longrepr = None if claim.claim_met else f"{claim.verdict.value}: {claim.reason}"

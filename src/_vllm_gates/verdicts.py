@@ -75,6 +75,7 @@ class GateResult:
     inputs: tuple[str, ...] = ()
     device: str = ""
     simulated: bool = False
+    partial: bool = False  # a partial selection ran only some of its items: judged on those, never evidence (issue 25)
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class ClaimResult:
     claim_met: bool
     reason: str
     claimed_by: str | None = None  # the implementation whose own claim ``state`` is (None: the roadmap's)
+    judged: bool = True  # False: the run selected part of the row, so it judges no claim (partial.py)
 
     @property
     def claimed(self) -> str:
@@ -124,6 +126,7 @@ class RunReport:
     items: tuple[ItemResult, ...] = field(default_factory=tuple)
     interrupted: str | None = None  # the signal that stopped the run, when one did
     evidence_offered: bool = False  # evidence files were given: a run that executed nothing still judges on them
+    partial: bool = False  # the run selected part of a row: only the selected gates, no claim judged (partial.py)
 
     @property
     def checks(self) -> int:

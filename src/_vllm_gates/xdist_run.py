@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from _vllm_gates.session import GateRun
 
 KEY = "vllm_gates"
+SEED_KEY = "vllm_gates_seed"  # the controller's run seed, in each worker's workerinput
 _WORKER_HEADER = re.compile(r"\[gw[0-9]+\] .* -- Python ")  # the line xdist puts before a worker's failure text
 
 
@@ -67,7 +68,8 @@ def manifest(run: "GateRun") -> dict[str, Any]:
             "answered": {row: sorted(operations) for row, operations in run.answered.items()},
             "declared": [[row, gate, names] for (row, gate), names in run.declared.items()],
             "gate_markers": [[row, gate, list(markers)] for (row, gate), markers in run.gate_markers.items()],
-            "interrupted": run.interrupted, "profile": current_profile_name()}
+            "selected": [[row, gate, sorted(names)] for (row, gate), names in run.selected_items.items()],
+            "interrupted": run.interrupted, "profile": current_profile_name(), "drawing": list(run.drawing())}
 
 
 def merge(run: "GateRun", found: dict[str, Any]) -> None:
@@ -83,8 +85,12 @@ def merge(run: "GateRun", found: dict[str, Any]) -> None:
         run.declared.setdefault((row, gate), list(names))
     for row, gate, markers in found["gate_markers"]:
         run.gate_markers.setdefault((row, gate), tuple(markers))
+    for row, gate, names in found["selected"]:  # each worker selects the same items (it collects them all)
+        run.selected_items.setdefault((row, gate), set()).update(names)
     run.interrupted = run.interrupted or found["interrupted"]
     run.meta.setdefault("profile", found["profile"])  # the Hypothesis profile the items ran under, not the controller's
+    if "drawn" not in run.meta:  # the run seed (the controller's, pytest_configure_node) under the workers' profile
+        run.meta["seed"], run.meta["drawn"] = found["drawing"]
     roadmap, _ = run.roadmap()
     for row, path in found["row_files"].items():
         if row in run.gate_files or row in run.broken or roadmap is None:
@@ -109,6 +115,12 @@ class Controller:
             self.run.fold(report.nodeid, found[0], found[1], report)
         elif report.failed:  # another test, or a gate item whose worker died before it could report
             self.run.other_failures += 1
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """Every worker draws from the controller's run seed (a fresh one would differ per worker)."""
+        if self.run.seed is not None:
+            node.workerinput[SEED_KEY] = self.run.seed.value
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

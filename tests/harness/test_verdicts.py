@@ -62,7 +62,7 @@ def test_known_bad_that_is_the_impl_fails_its_gate(example):
     assert "gate page-bytes cannot tell itself from correct" in item["detail"]
     assert example.row(report)["claim"] == {"row": "EXAMPLE-ROW", "milestone": None, "state": "DONE", "verdict": "FAIL",
                                             "claim_met": False, "reason": "claims DONE but the verdict is FAIL",
-                                            "claimed_by": None}
+                                            "claimed_by": None, "judged": True}
     text = example.pytest().stdout.str()
     assert f"{GATE_FILE}:" in text and "gate page-bytes cannot tell itself from correct: it passed all" in text
 

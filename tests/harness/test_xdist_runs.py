@@ -75,3 +75,24 @@ def test_whole_gate_files_to_each_worker_report_what_a_serial_run_does(example):
     assert split_code == serial_code == 0, serial_text + split_text
     assert _normalised(split) == _normalised(serial)
     assert {row["row"] for row in split["rows"]} == {"EXAMPLE-ROW", "SECOND-ROW"}
+
+
+def test_every_worker_draws_from_the_controllers_seed(example):
+    """Without CI (the dev profile) the controller draws the run seed and gives it to each worker: the seed it prints
+    replays, in a serial run, what every worker drew (issue 25)."""
+    from tests.harness.test_replay import add_logged_gate
+
+    log = add_logged_gate(example)
+    example.add_row("SECOND-ROW")  # a copy of the row with its logged gate: one gate file to each worker
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--hypothesis-profile=dev"]
+    split = subprocess.run(base + ["-n", "2", "--dist", "loadfile"], cwd=example.root, env=env, capture_output=True,
+                           text=True, timeout=600)
+    assert split.returncode == 0, split.stdout + split.stderr
+    seed = next(line for line in split.stdout.splitlines() if line.startswith("hypothesis profile dev, seed ")).split()[4]
+    drawn = sorted(log.read_text(encoding="utf-8").splitlines())
+    log.unlink()
+    serial = subprocess.run(base + [f"--hypothesis-seed={seed}"], cwd=example.root, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert serial.returncode == 0, serial.stdout + serial.stderr
+    assert len(drawn) == 120 and sorted(log.read_text(encoding="utf-8").splitlines()) == drawn

@@ -1,0 +1,52 @@
+"""`gates run ROW --gate ID [--gate ID…] [--case NAME…]` (issue 25): the pytest node ids of the gates and items
+asked for, each name checked against the row's gate file; a name it lacks is refused with the close ones."""
+from __future__ import annotations
+
+import difflib
+
+from _vllm_gates.config import Config
+from _vllm_gates.gatefile import load_gate_file, peek_row_id
+from _vllm_gates.model import Gate, Roadmap
+
+
+class PickError(Exception):
+    """A --gate or --case (or the row they need) that the project does not have."""
+
+
+def _unknown(flag: str, value: str, what: str, known: list[str]) -> PickError:
+    close = difflib.get_close_matches(value, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    shown = ", ".join(known[:20]) + (f", and {len(known) - 20} more" if len(known) > 20 else "")
+    return PickError(f"{flag} {value}: {what}{hint} (known: {shown or 'none'})")
+
+
+def item_names(gate: Gate) -> list[str]:
+    """The names of a gate's items, as pytest's node ids end: its cases, properties, known_bad[NAME], audit."""
+    return ([case.name for case in gate.cases] + (["properties"] if gate.properties is not None else [])
+            + [f"known_bad[{entry.name}]" for entry in gate.known_bad] + ["audit"])
+
+
+def node_ids(config: Config, roadmap: Roadmap, rows: list[str], gates: list[str], cases: list[str]) -> list[str]:
+    """The node ids that run the gates (or, with ``cases``, the items of the one gate) asked for in one row;
+    DefinitionError when that row's gate file does not load."""
+    if len(rows) != 1:
+        raise PickError(f"--gate needs exactly one ROW (gates run ROW --gate ID), got {len(rows)}: {' '.join(rows) or 'none'}")
+    if cases and len(gates) != 1:
+        raise PickError(f"--case needs exactly one --gate, the gate whose items it names; got {len(gates)}")
+    row = rows[0]
+    path = next((p for p in config.gate_files() if peek_row_id(p) == row), None)
+    if path is None:
+        raise PickError(f"--gate: row {row} has no gate file (rows = {list(config.rows)} in pyproject.toml)")
+    gate_file = load_gate_file(path, config.root, roadmap, config.marker_names)
+    by_id = {gate.id: gate for gate in gate_file.gates}
+    for gate_id in gates:
+        if gate_id not in by_id:
+            raise _unknown("--gate", gate_id, f"row {row} has no such gate", list(by_id))
+    shown = config.relative(path) or str(path)
+    if not cases:
+        return [f"{shown}::{gate_id}" for gate_id in dict.fromkeys(gates)]
+    names = item_names(by_id[gates[0]])
+    for name in cases:
+        if name not in names:
+            raise _unknown("--case", name, f"gate {gates[0]} has no such case or item", names)
+    return [f"{shown}::{gates[0]}::{name}" for name in dict.fromkeys(cases)]
