@@ -175,7 +175,7 @@ def test_m3_claimed_done_is_not_met_by_a_cpu_run_and_is_met_by_cpu_and_gpu_evide
     import subprocess
     import sys
 
-    for name in ("impl", "oracles", "gates", "spec", "pyproject.toml"):
+    for name in ("impl", "oracles", "gates", "spec", "upstream", "pyproject.toml"):  # upstream: where vLLM is installed
         source = REPO / name
         (shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__")) if source.is_dir()
          else shutil.copy(source, tmp_path / name))

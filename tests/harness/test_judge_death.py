@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -53,6 +54,16 @@ def _alive(pid: int, needle: bytes = b"") -> bool:
     """Process ``pid`` runs (a zombie is dead) and its command line holds ``needle``."""
     found = _state_and_cmdline(pid)
     return found is not None and found[0] not in ("Z", "X") and needle in found[1]
+
+
+def _eventually(condition: Callable[[], bool], within: float = 2.0) -> bool:
+    """``condition`` holds within ``within`` seconds (a process just started may not have exec'd its program yet)."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def _marked(token: str) -> set[int]:
@@ -141,6 +152,7 @@ GATES_RUN = [sys.executable, "-m", "_vllm_gates.cli", "run"]
 POOL_JUDGE = """
 import os, sys
 from pathlib import Path
+from typing import Callable
 from _vllm_gates import lifeline
 from _vllm_gates.plain import encode
 from _vllm_gates.workers import WorkerPool, WorkerSpec
@@ -208,7 +220,7 @@ def test_a_watcher_that_something_ended_is_started_again_and_told_what_the_first
         os.kill(watcher, signal.SIGKILL)
         os.waitpid(watcher, 0)
         assert lifeline.environ() == first  # the same token: the processes started so far are still found
-        assert lifeline._watcher != watcher and _alive(lifeline._watcher, b"lifeline.py")
+        assert lifeline._watcher != watcher and _eventually(lambda: _alive(lifeline._watcher, b"lifeline.py"))
         lifeline.cut()
         assert told.wait(timeout=2) == -signal.SIGKILL
     finally:
