@@ -178,7 +178,11 @@ class PropertiesItem(GateItem):
             pytest.skip(self.resolved.not_implemented)
         declared = self.resolved.gate.properties.max_examples  # type: ignore[union-attr]
         tally = checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared))
-        return ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors)
+        record = ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors)
+        if tally.not_implemented:  # examples skipped as named cases are: the gate is NOT-IMPLEMENTED, never PASS
+            self.stash[RECORD] = record
+            pytest.skip(not_implemented_skip(self.config.getoption("gates_impl") or PYTHON, tally.not_implemented_reason()))
+        return record
 
 
 class KnownBadItem(GateItem):
