@@ -25,8 +25,8 @@ def disagreements(gates: tuple[Gate, ...] | list[Gate], operations: Mapping[str,
         by_operation.setdefault(operation.name, []).append(gate)
         if error_kinds is not None:
             problems.extend(_undeclared_errors(gate, operation, operations_file, error_kinds))
-    for operation in operations.values():
-        their_gates = by_operation.get(operation.name, [])
+    for name, their_gates in by_operation.items():  # an operation no loaded gate calls has no cases to reach its limits
+        operation = operations[name]
         problems.extend(_unexercised(limit, operation, their_gates) for limit in operation.limits
                         if not any(reaches(case, limit) for gate in their_gates for case in gate.cases))
     return problems

@@ -17,7 +17,9 @@ from _vllm_gates.implementations import kind_of
 from _vllm_gates.model import Case, Gate, Raises, TargetRef
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import is_plain, render_value
-from _vllm_gates.workers import AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, WorkerLost, WorkerPool
+from _vllm_gates.workers import AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, WorkerEnded, WorkerLost, WorkerPool
+
+CRASH_RESTARTS = 100  # properties: at most this many worker restarts for the judged impl's crashes while shrinking
 
 
 class Mismatch(Exception):
@@ -79,6 +81,7 @@ class Subject:
     role: str
     operation: str | None = None  # an external implementation's operation: asked by name, its input as the case gives it
     kinds: Mapping[str, str] | None = None  # external: Python exception names -> the error kinds its replies use
+    judged: bool = False  # the implementation under gate: its worker's crash or hang is its result, not an ERROR
 
     @property
     def shown(self) -> str:
@@ -108,8 +111,15 @@ class Subject:
         except CheckRefused as refused:
             raise self.refused(refused) from None
         except WorkerLost as lost:
-            raise GateBroken(f"{self.role} {self.shown}: {lost}") from None
+            raise self.lost(lost) from None
         return self.outcome_of(raw)
+
+    def lost(self, lost: WorkerLost) -> Exception:
+        """A lost worker as the item reports it: the judged implementation's crash or hang while answering is its
+        result for that input (ImplEnded, issue 26); any other loss, and any other role's, is the gate's ERROR."""
+        if self.judged and isinstance(lost, WorkerEnded):
+            return ImplEnded(self, lost)
+        return GateBroken(f"{self.role} {self.shown}: {lost}")
 
     def refused(self, refused: CheckRefused) -> DefinitionError:
         """The definition error of a target its own worker would not resolve (a shared checker had)."""
@@ -171,6 +181,27 @@ class NotImplementedByWorker(Exception):
     """The external implementation does not provide the gate's operation: the gate is NOT-IMPLEMENTED for it."""
 
 
+class ImplEnded(Exception):
+    """The judged implementation's worker ended (an exit, a signal) or hung on one input: that input's result, a
+    FAIL naming the input, never the gate's ERROR (issue 26). ``oracle``: what the oracle answers there, if asked."""
+
+    def __init__(self, subject: Subject, ended: WorkerEnded, oracle: Outcome | None = None):
+        super().__init__(str(ended))
+        self.subject, self.ended, self.oracle = subject, ended, oracle
+
+    def mismatch(self, where: str, data: Any, expected: list[tuple[str, str]], shrunk: bool = False,
+                 extra: list[tuple[str, str]] | None = None) -> Mismatch:
+        """The report of this crash on ``data``: what ended the worker, what was expected, what it printed last."""
+        how = self.ended.how
+        lines = [("impl", f"no result: its worker {how}"), *expected]
+        if self.oracle is not None:
+            lines.append(("oracle", self.oracle.describe()))
+        if self.subject.build is not None:
+            lines.append(("note", f"the builder {self.subject.build.dotted} ran in the same worker, just before the impl"))
+        lines += [*(extra or []), ("last output", self.ended.output or "(nothing)")]
+        return Mismatch(f"impl {'hung' if self.ended.hung else 'crashed'}: its worker {how}", where, data, lines, shrunk=shrunk)
+
+
 def _outcome_of(result: Mapping[str, Any], flat_checked: bool = False) -> Outcome:
     """A call's result as the worker sent it: exactly one of a raised exception or an encoded value."""
     from _vllm_gates.plain import decode
@@ -215,12 +246,29 @@ class ResolvedGate:
             who = self.oracle if getattr(lost, "key", None) == self.oracle.worker else impl
             if isinstance(lost, CheckRefused):
                 raise who.refused(lost) from None
-            raise GateBroken(f"{who.role} {who.shown}: {lost}") from None
+            error = who.lost(lost)
+            if isinstance(error, ImplEnded):  # shown beside the crash: what the input should have given
+                error.oracle = want if want is not None else self._oracle_quietly(getattr(lost, "answered", {}), key)
+            raise error from None
         if want is None:
             want = self.oracle.outcome_of(raws[self.oracle.worker])
             if key is not None:
                 self.oracle_memo[key] = want
         return impl.outcome_of(raws[impl.worker], like=want), want
+
+    def _oracle_quietly(self, answered: Mapping[tuple[str, str], RawReply], key: str | None) -> Outcome | None:
+        """The oracle's outcome from its reply collected beside the impl's lost one; None if there is none to read."""
+        assert self.oracle is not None
+        raw = answered.get(self.oracle.worker)
+        if raw is None:
+            return None
+        try:
+            want = self.oracle.outcome_of(raw)
+        except Exception:  # shown for information only: the crash is reported either way
+            return None
+        if key is not None:
+            self.oracle_memo[key] = want
+        return want
 
 
 @dataclass(frozen=True)
@@ -239,6 +287,15 @@ class Tally:
     examples: int = 0
     values: int = 0
     agreed_errors: int = 0
+    not_implemented: int = 0  # examples the implementation answered not-implemented: skipped, as named cases are
+
+    def not_implemented_reason(self) -> str:
+        """Why properties with examples the implementation does not implement are NOT-IMPLEMENTED (issue 26)."""
+        if not self.examples:
+            return f"all {self.not_implemented} generated examples were answered not-implemented"
+        return (f"{self.not_implemented} of {self.not_implemented + self.examples} generated examples were answered "
+                f"not-implemented; the other {self.examples} agreed with the oracle ({self.values} on values, "
+                f"{self.agreed_errors} on errors)")
 
 
 def _agree(rg: ResolvedGate, actual: Any, expected: Any) -> bool:
@@ -296,24 +353,38 @@ def requests_ahead(rg: ResolvedGate, impl: Subject, following: Sequence[Case]) -
     return ahead
 
 
+def _raised_name(raises: Raises, impl: Subject) -> str:
+    """The error a case expects, as the judged implementation must raise it (a kind, for an external one)."""
+    return raises.type_name if impl.kinds is None else f"{impl.expected_kind((raises.type_name,))} (for {raises.type_name})"
+
+
+def _raises_text(raises: Raises, impl: Subject) -> str:
+    return f"raises {_raised_name(raises, impl)}" + (f" matching {raises.match!r}" if raises.match else "")
+
+
 def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool = True, following: Sequence[Case] = ()) -> int:
     """Run one named case; return the number of checks made, raise Mismatch on disagreement. ``following``: the
     case items that run next on the same subject, whose calls may be sent with this one's."""
     where = f"{case.location}: gate {rg.gate.id}, case {case.name!r}"
     ahead = requests_ahead(rg, impl, following) if following else None
-    if case.raises is None and rg.oracle is not None:
-        got, oracle_got = rg.outcomes(impl, case.input, ahead)
-    else:
-        got, oracle_got = impl.outcome(case.input, ahead), None
+    try:
+        if case.raises is None and rg.oracle is not None:
+            got, oracle_got = rg.outcomes(impl, case.input, ahead)
+        else:
+            got, oracle_got = impl.outcome(case.input, ahead), None
+    except ImplEnded as ended:
+        shown = [("expected", _raises_text(case.raises, impl))] if case.raises is not None else \
+            [("expected", render_value(case.expect))] if case.has_expect else []
+        raise ended.mismatch(where, case.input, shown) from None
     checks = 0
     if case.raises is not None:
         checks += 1
         error = got.error
         ok, part = impl.raised_as_expected(error, case.raises) if error is not None else (False, "type")
-        expected = case.raises.type_name if impl.kinds is None else f"{impl.expected_kind((case.raises.type_name,))} (for {case.raises.type_name})"
+        expected = _raised_name(case.raises, impl)
         if not ok and part == "type":
             raise Mismatch(f"expected {expected} to be raised", where, case.input,
-                           [("impl", got.describe()), ("expected", f"raises {expected}" + (f" matching {case.raises.match!r}" if case.raises.match else ""))])
+                           [("impl", got.describe()), ("expected", _raises_text(case.raises, impl))])
         if not ok and part == "match":
             raise Mismatch(f"{case.raises.type_name} raised, but its message does not match", where, case.input,
                            [("message", error.message), ("pattern", case.raises.match or "")])
@@ -345,9 +416,12 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
 def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., Any], max_examples: int,
                    hunting: bool = False, seed: int | None = None) -> Tally:
     """Impl and oracle agree on generated inputs; return what was compared, raise Mismatch (shrunk) if not.
+
+    An example the implementation answers not-implemented is rejected (Hypothesis draws another, and never shrinks
+    towards it) and counted in the tally; a crash or hang of its worker is a failing example (issue 26).
     ``seed``: the gate's own seed under a profile that is not derandomized (a known-bad hunt never takes one)."""
     import hypothesis
-    from hypothesis.errors import HypothesisException
+    from hypothesis.errors import Flaky, HypothesisException, Unsatisfiable
     from hypothesis.strategies import SearchStrategy
 
     from _vllm_gates.profiles import examples_of_the_gate_alone
@@ -363,16 +437,26 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
         raise GateBroken(f"strategy {props.strategy.dotted} returned {type(strategy).__name__}, expected a hypothesis strategy")
     tally = Tally()
     broken: list[BaseException] = []  # the first harness failure ends the run: Hypothesis must not shrink or replay it
+    crashes: list[ImplEnded] = []
 
     def agree_on(data: Any) -> None:
         if broken:
             raise broken[0]
-        tally.examples += 1
         try:
             got, want = rg.outcomes(impl, data)
-        except (GateBroken, DefinitionError, NotImplementedByWorker) as error:
+        except NotImplementedByWorker:
+            tally.not_implemented += 1
+            hypothesis.reject()
+        except ImplEnded as ended:
+            tally.examples += 1
+            crashes.append(ended)
+            if ended.ended.hung or len(crashes) > CRASH_RESTARTS:  # each further try would cost a restart (or a hang)
+                raise _StopShrinking(ended, data) from None
+            raise ended.mismatch(where, data, [], shrunk=not hunting) from None
+        except (GateBroken, DefinitionError) as error:
             broken.append(error)
             raise
+        tally.examples += 1
         if not outcomes_agree(rg, got, want, impl):
             raise Mismatch("impl disagrees with the oracle on a generated input", where, data,
                            [("impl", got.describe()), ("oracle", want.describe())], shrunk=not hunting)
@@ -381,14 +465,34 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
         else:
             tally.agreed_errors += 1
 
-    test = settings_for(max_examples=max_examples, hunting=hunting, seed=None if hunting else seed)(hypothesis.given(strategy)(agree_on))
+    test = _with_rejections(settings_for(max_examples=max_examples, hunting=hunting, seed=None if hunting else seed), impl)(hypothesis.given(strategy)(agree_on))
     try:
         with examples_of_the_gate_alone():
             test()
-    except (Mismatch, GateBroken, DefinitionError, NotImplementedByWorker):
+    except _StopShrinking as stop:
+        why = ("none: each try could hang as long again" if stop.ended.ended.hung
+               else f"stopped after {CRASH_RESTARTS} worker restarts")
+        raise stop.ended.mismatch(where, stop.data, [], shrunk=not hunting and not stop.ended.ended.hung,
+                                  extra=[("shrinking", why)]) from None
+    except (Mismatch, GateBroken, DefinitionError):
         if broken:
             raise broken[0] from None
         raise
+    except Unsatisfiable as exc:
+        if broken:
+            raise broken[0] from None
+        if tally.not_implemented and not tally.examples:
+            return tally  # every example was answered not-implemented: the item says so, it is no pass
+        raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
+    except Flaky as exc:
+        if broken:
+            raise broken[0] from None
+        replayed = next((leaf for leaf in _leaves(exc) if isinstance(leaf, Mismatch)), None)
+        if replayed is None:
+            raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
+        raise Mismatch(replayed.headline, replayed.where, replayed.data, replayed.lines + [
+            ("replayed", "the same input did not fail the same way when Hypothesis ran it again: the implementation "
+                         "answers it differently from call to call")], shrunk=False) from None
     except HypothesisException as exc:
         raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
     except BaseException as exc:
@@ -396,10 +500,45 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
             raise broken[0] from None
         if hasattr(exc, "exceptions"):  # an exception group: hypothesis found several distinct failures
             raise _most_severe(exc) from exc
+        interrupt = _interrupt_behind(exc)
+        if interrupt is not None:  # Ctrl-C or SIGTERM while Hypothesis set up: the run stops, no item fails
+            raise interrupt from None
+        if isinstance(exc, Exception):  # not the impl's (it runs in a worker): Hypothesis's or the engine's own
+            raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
         raise
-    if tally.examples == 0:
+    if tally.examples == 0 and not tally.not_implemented:
         raise GateBroken(f"the properties of gate {rg.gate.id} ran no example")
     return tally
+
+
+def _interrupt_behind(error: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (Ctrl-C, or SIGTERM as the plugin raises it) that ``error`` was raised in handling."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__context__
+    return None
+
+
+class _StopShrinking(BaseException):
+    """Ends a property run at the judged impl's crash once shrinking it has cost enough worker restarts (or at its
+    first hang): a BaseException, so that Hypothesis neither catches nor shrinks it."""
+
+    def __init__(self, ended: ImplEnded, data: Any):
+        super().__init__(str(ended))
+        self.ended, self.data = ended, data
+
+
+def _with_rejections(chosen: Any, impl: Subject) -> Any:
+    """The settings for an external implementation, which may answer some examples not-implemented: those are
+    rejected, so Hypothesis's health check for strategies that filter too much does not apply."""
+    import hypothesis
+    from hypothesis import HealthCheck
+
+    if impl.operation is None or not isinstance(chosen, hypothesis.settings):
+        return chosen
+    return hypothesis.settings(chosen, suppress_health_check=[*chosen.suppress_health_check, HealthCheck.filter_too_much])
 
 
 def _leaves(group: BaseException) -> list[BaseException]:

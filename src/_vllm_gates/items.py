@@ -186,7 +186,11 @@ class PropertiesItem(GateItem):
         seed = self.config.stash.get(RUN_SEED, None)
         tally = checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared),
                                       seed=seed.for_gate(self.identity.row, self.identity.gate) if seed else None)
-        return ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors)
+        record = ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors)
+        if tally.not_implemented:  # examples skipped as named cases are: the gate is NOT-IMPLEMENTED, never PASS
+            self.stash[RECORD] = record
+            pytest.skip(not_implemented_skip(self.config.getoption("gates_impl") or PYTHON, tally.not_implemented_reason()))
+        return record
 
 
 class KnownBadItem(GateItem):

@@ -349,7 +349,7 @@ def _resolve_gate(run: GateRun, gate_file: GateFile, gate: Gate, operations: fro
         return resolve(ref, f"gate {gate.id}.{key}", run.project.allowed_roots) if ref is not None else None
 
     audit_ref = TargetRef(AUDIT_TARGET, gate.location)
-    impl = subject("impl", gate.impl, gate.build_impl, "impl")
+    impl = replace(subject("impl", gate.impl, gate.build_impl, "impl"), judged=True)
     audit = subject("known-bad", audit_ref, gate.build_impl, "the audit stand-in")
     missing = ""
     if operations is not None:

@@ -152,9 +152,9 @@ def gate_verdict(items: list[ItemResult], has_known_bad: bool, missing: tuple[st
         if item.kind == "properties" and item.outcome == "passed" and item.checks and item.values / item.checks < min_value_share:
             return Verdict.EMPTY, (f"the properties compared values on {item.values} of {item.checks} examples, below the gate's "
                                    f"min_value_share {min_value_share:g}; the rest only agreed on errors")
-    absent = next((i for i in items if i.outcome == "skipped" and _NOT_IMPLEMENTED_SKIP.match(i.detail)), None)
-    if absent is not None:
-        return Verdict.NOT_IMPLEMENTED, absent.detail
+    absent = [i for i in items if i.outcome == "skipped" and _NOT_IMPLEMENTED_SKIP.match(i.detail)]
+    if absent:
+        return Verdict.NOT_IMPLEMENTED, _not_implemented_reason(absent, items)
     if all(i.outcome == "skipped" for i in items):
         return Verdict.SKIPPED, items[0].detail
     if any(i.outcome == "skipped" for i in items):
@@ -164,6 +164,19 @@ def gate_verdict(items: list[ItemResult], has_known_bad: bool, missing: tuple[st
     if not has_known_bad:
         return Verdict.WEAK, "no known-bad entry: the gate has not shown it can fail"
     return Verdict.PASS, ""
+
+
+def _not_implemented_reason(absent: list[ItemResult], items: list[ItemResult]) -> str:
+    """One reason for the gate's items the implementation did not implement: the operation's absence as it was
+    given, or how many of the cases (the first one's why) and of the generated examples (issue 26)."""
+    if len({i.detail for i in absent}) == 1 and len(absent) == sum(i.kind in ("case", "properties") for i in items):
+        return absent[0].detail  # the whole operation: one reason for all
+    prefix = _NOT_IMPLEMENTED_SKIP.match(absent[0].detail).group(0)  # type: ignore[union-attr]
+    cases = [i for i in absent if i.kind == "case"]
+    parts = [f"{len(cases)} of {sum(i.kind == 'case' for i in items)} cases (first {cases[0].name}: "
+             f"{cases[0].detail.removeprefix(prefix)})"] if cases else []
+    parts += [i.detail.removeprefix(prefix) for i in absent if i.kind == "properties"]
+    return prefix + "; ".join(parts)
 
 
 def _gpu_only_skips(gates: list[GateResult]) -> bool:
@@ -250,7 +263,7 @@ def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[st
     return GateResult(
         row, gate.id, gate.milestone, gate.markers, verdict,
         sum(i.outcome == "passed" for i in cases), len(gate.cases),
-        sum(i.checks for i in items if i.kind == "properties" and i.outcome == "passed"),
+        sum(i.checks for i in items if i.kind == "properties" and i.outcome in ("passed", "skipped")),  # skipped: 0, or those compared
         sum(i.outcome == "passed" for i in known), len(gate.known_bad),
         sum(i.checks for i in items), reason,
         sum(i.values for i in items if i.kind == "properties"),

@@ -33,6 +33,16 @@ class WorkerLost(Exception):
     """The worker could not answer: it died, closed the channel, broke the protocol or ran out of time."""
 
 
+class WorkerEnded(WorkerLost):
+    """The worker's process ended (an exit, a signal) or hung while answering a call: what the code it ran did, not
+    a fault of the protocol or the run (issue 26: for the judged implementation, that case's result). ``how``: what
+    happened, in words; ``output``: the last lines it printed; ``hung``: it overran the call's time."""
+
+    def __init__(self, message: str, how: str, output: str, hung: bool = False):
+        super().__init__(message)
+        self.how, self.output, self.hung = how, output, hung
+
+
 class CheckRefused(WorkerLost):
     """A worker's first check of its gate file's targets named problems a shared checker had not: nothing is called."""
 
@@ -215,7 +225,7 @@ class WorkerProcess:
         try:
             send_frames(self.sock, frames)
         except OSError:
-            raise WorkerLost(self._death("the channel closed")) from None
+            raise self._ended("the channel closed") from None
         self.unanswered.extend(ids)
         self.ahead.extend(contents)
 
@@ -246,9 +256,13 @@ class WorkerProcess:
             return read()
         except ChannelTimeout:
             self.kill()
-            raise WorkerLost(f"worker {self.label} timed out after {timeout:g} s {doing}; it was killed") from None
+            message = f"worker {self.label} timed out after {timeout:g} s {doing}; it was killed"
+            if doing != "answering":
+                raise WorkerLost(message) from None
+            raise WorkerEnded(message, f"timed out after {timeout:g} s; it was killed", self._last_output(), hung=True) from None
         except ChannelClosed:
-            raise WorkerLost(self._death("the channel closed")) from None
+            ended = self._ended("the channel closed")
+            raise (ended if doing == "answering" else WorkerLost(str(ended))) from None
         except ProtocolError as error:
             self.kill()
             raise WorkerLost(f"worker {self.label} broke the protocol: {error}") from None
@@ -256,11 +270,13 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.returncode is None and self.sock.fileno() >= 0
 
-    def _death(self, what: str) -> str:
+    def _ended(self, what: str) -> WorkerEnded:
+        """How the process behind a closed channel ended (its exit status or signal), as a WorkerEnded."""
         code = self.spawner.wait(self.pid, 10.0)
         if code is None:
             self.kill()
-            return f"worker {self.label}: {what} but the process did not end; it was killed{self._log_tail()}"
+            return WorkerEnded(f"worker {self.label}: {what} but the process did not end; it was killed{self._log_tail()}",
+                               "closed its channel but did not end; it was killed", self._last_output())
         self.returncode = code
         if code < 0:
             try:
@@ -271,15 +287,20 @@ class WorkerProcess:
         else:
             how = f"exited with status {code}"
         self._kill_group()
-        return f"worker {self.label} {how} ({what}){self._log_tail()}"
+        return WorkerEnded(f"worker {self.label} {how} ({what}){self._log_tail()}", how, self._last_output())
 
-    def _log_tail(self) -> str:
+    def _last_output(self) -> str:
+        """The last 3 lines the worker printed, joined by ' | ' (at most 580 characters); '' if none."""
         try:
             self.log.seek(0)
             lines = self.log.read().decode("utf-8", "replace").strip().splitlines()[-3:]
         except (OSError, ValueError):
             return ""
-        return ("; its last output: " + " | ".join(lines))[:600] if lines else ""
+        return " | ".join(lines)[:580]
+
+    def _log_tail(self) -> str:
+        output = self._last_output()
+        return f"; its last output: {output}" if output else ""
 
     def _kill_group(self) -> None:
         try:
@@ -389,6 +410,9 @@ class WorkerPool:
             raise WorkerLost(f"worker {key[1]} of {key[0]} is gone")
         try:
             reply = worker.receive_reply(self._within_budget(timeout))
+        except WorkerEnded as ended:  # before any call: resolving the targets, not running a case
+            self.workers.pop(key, None)
+            raise WorkerLost(f"{ended} while resolving the gate file's targets") from None
         except WorkerLost:
             self.workers.pop(key, None)
             raise
@@ -443,10 +467,11 @@ class WorkerPool:
     def exchange_raw(self, messages: dict[tuple[str, str], dict[str, Any]], timeout: float,
                      ahead: Ahead | None = None) -> dict[tuple[str, str], RawReply]:
         """One request to each of several workers, the replies unparsed; the first worker lost raises WorkerLost
-        (carrying its key), after the others' replies were still collected. ``ahead``: the next items' requests."""
+        (carrying its key, and in ``answered`` the others' replies, still collected). ``ahead``: the next items' requests."""
         replies = self._exchange(messages, timeout, ahead)
         lost = next((reply for reply in replies.values() if isinstance(reply, WorkerLost)), None)
         if lost is not None:
+            lost.answered = {key: reply for key, reply in replies.items() if isinstance(reply, RawReply)}  # type: ignore[attr-defined]
             raise lost
         return replies  # type: ignore[return-value]
 
@@ -455,7 +480,8 @@ class WorkerPool:
         """Every request sent before any reply is awaited (the workers work side by side); per worker its raw reply
         or how it was lost. The run's budget bounds the wait. A request sent ahead is claimed, not sent again; one
         sent fresh carries ``ahead()``'s requests for that worker with it."""
-        timeout = self._within_budget(timeout)
+        limit = self._within_budget(timeout)
+        cut, timeout = limit < timeout, limit
         replies: dict[tuple[str, str], RawReply | WorkerLost] = {}
         for key in messages:  # new workers start, and take their first checks, side by side
             try:
@@ -482,6 +508,11 @@ class WorkerPool:
             if key not in replies:
                 try:
                     replies[key] = self.workers[key].receive_raw(timeout)
+                except WorkerEnded as error:
+                    if cut and error.hung:  # the run's budget cut the call's own limit: not the subject's hang
+                        replies[key] = self._lost(key, WorkerLost(f"{error}; the run's budget of {self.budget_s:g} s ran out"))
+                    else:
+                        replies[key] = self._lost(key, error)
                 except WorkerLost as error:
                     replies[key] = self._lost(key, error)
         return replies

@@ -4,12 +4,16 @@
 `python external_worker.py MODE --fd N`. MODE: correct | wrong-value | wrong-kind | few-facts | no-operations |
 refuse | crash-at-start | not-implemented-at-call | spin-at-call (at its first call it starts processes that spin without
 the environment, one in a session of its own, one orphaned in the worker's process group, and spins itself, heeding no
-SIGTERM: tests/harness/test_judge_death.py).
+SIGTERM: tests/harness/test_judge_death.py), or a partial port (issue 26): partial (not-implemented for 4 heads
+or more), partial-wrong (that, and one too many bytes for 3 heads), negatives-only (implements only the refusal of
+a negative head count), flaky-wrong (one too many bytes the first time it sees 3 heads only), sigfpe-for-5-heads
+(dies of SIGFPE for 5 heads and block size 0).
 """
 from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import struct
@@ -47,8 +51,25 @@ def decode_map(data: object) -> dict:
     return {key: value for key, value in data["$map"]}
 
 
+SEEN_THREE = [0]  # flaky-wrong: how many times 3 heads were asked
+
+
+def not_ported(mode: str, data: dict) -> bool:
+    """The inputs a partial port answers not-implemented."""
+    heads = data["heads"]
+    return (mode in ("partial", "partial-wrong") and heads >= 4) or (mode == "negatives-only" and heads >= 0)
+
+
 def page_bytes(mode: str, data: dict) -> dict:
     heads = data["heads"]
+    if mode == "sigfpe-for-5-heads" and heads == 5 and data["block_size"] == 0:
+        print(f"external worker: dividing by zero for {data}", file=sys.stderr, flush=True)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        os.kill(os.getpid(), signal.SIGFPE)
+    if heads == 3:
+        SEEN_THREE[0] += 1
+        if mode == "partial-wrong" or (mode == "flaky-wrong" and SEEN_THREE[0] == 1):
+            mode = "wrong-value"
     if heads < 0:
         if mode == "wrong-kind":
             return {"raised": {"type": "runtime-error", "mro": ["runtime-error"], "message": f"heads must be >= 0, got {heads}"}}
@@ -100,6 +121,8 @@ def main() -> int:
             spin(os.environ["JUDGE_DEATH_FLAG"])
         elif request.get("operation") != "page-bytes" or mode == "not-implemented-at-call":
             reply["error"] = {"kind": "not-implemented", "message": f"no operation {request.get('operation')!r}"}
+        elif not_ported(mode, decode_map(request["input"])):
+            reply["error"] = {"kind": "not-implemented", "message": "this head count is not ported yet"}
         else:
             reply["result"] = page_bytes(mode, decode_map(request["input"]))
         write_frame(sock, reply)
