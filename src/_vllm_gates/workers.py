@@ -164,13 +164,13 @@ class WorkerProcess:
         self.log = tempfile.TemporaryFile(prefix="vllm-gates-worker-")
         try:
             self.pid = spawner.start(worker_end, self.log)
-            lifeline.current().adopt(self.pid)
         except OSError as error:  # the command cannot be run at all: no such file, not executable
             judge_end.close()
             self.log.close()
             raise WorkerLost(f"worker {label} could not be started: {error}") from None
         finally:
             worker_end.close()
+        lifeline.current().adopt(self.pid)  # after the start: its own failure is not the command's
         self.returncode: int | None = None
         self.sock = judge_end
         self.next_id = 0
