@@ -17,7 +17,7 @@ from _vllm_gates.implementations import kind_of
 from _vllm_gates.model import Case, Gate, Raises, TargetRef
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import is_plain, render_value
-from _vllm_gates.workers import AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, WorkerEnded, WorkerLost, WorkerPool
+from _vllm_gates.worker_pool import AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, WorkerEnded, WorkerLost, WorkerPool
 
 CRASH_RESTARTS = 100  # properties: at most this many worker restarts for the judged impl's crashes while shrinking
 

@@ -17,7 +17,7 @@ from importlib import metadata
 from typing import Any
 
 from _vllm_gates.settings import set_current
-from _vllm_gates.worker import Failed, Worker
+from _vllm_gates.worker_main import Failed, Worker
 
 
 def package_facts(package: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from _vllm_gates.project import second_gate_file, unknown_row
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
 from _vllm_gates.verdicts import not_implemented_skip, requirement_skip
-from _vllm_gates.workers import WorkerLost, WorkerPool, WorkerSpec
+from _vllm_gates.worker_pool import WorkerLost, WorkerPool, WorkerSpec
 
 _RUN = pytest.StashKey[GateRun]()
 

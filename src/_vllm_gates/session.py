@@ -24,7 +24,7 @@ from _vllm_gates.partial import judge_partial, partial_exit_code, selection
 from _vllm_gates.profiles import RunSeed, current_profile_name
 from _vllm_gates.project import Project, load_roadmap_of
 from _vllm_gates.reports import junit_claims, markdown, table, write_atomic, write_json
-from _vllm_gates.workers import WorkerPool
+from _vllm_gates.worker_pool import WorkerPool
 from _vllm_gates.xdist_run import without_worker_header
 from _vllm_gates.evidence import Device, GateEvidence, assess, environment, fill_evidence, this_device, with_fingerprints
 from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from _vllm_gates.plain import encode
-from _vllm_gates.workers import AHEAD_BYTES, WorkerPool, WorkerSpec
+from _vllm_gates.worker_pool import AHEAD_BYTES, WorkerPool, WorkerSpec
 from tests.harness.test_shared_checkers import PYPROJECT  # a project of rows under gates/rows, subjects in pkg
 
 pytestmark = pytest.mark.cpu
@@ -79,7 +79,7 @@ def _calls(root: Path) -> list[tuple[str, int]]:
 
 SENDS = '''import os
 
-import _vllm_gates.workers as workers
+import _vllm_gates.worker_pool as workers
 
 _send = workers.WorkerProcess.send_request
 

@@ -155,7 +155,7 @@ from pathlib import Path
 from typing import Callable
 from _vllm_gates import lifeline
 from _vllm_gates.plain import encode
-from _vllm_gates.workers import WorkerPool, WorkerSpec
+from _vllm_gates.worker_pool import WorkerPool, WorkerSpec
 root, external = Path.cwd(), tuple(sys.argv[1:])
 lifeline.current().elder = int(os.environ["JUDGE_ELDER"])
 pool = WorkerPool(WorkerSpec(root, (str(root),), ("example_row", "gates"), external=external))

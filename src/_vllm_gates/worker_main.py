@@ -1,6 +1,6 @@
 """A worker of the protocol in docs/worker-protocol.md: runs the code under gate and answers the judge in plain data.
 
-`python -m _vllm_gates.worker --fd N`: N is this end of a socket pair the judge holds the other end of. The
+`python -m _vllm_gates.worker_main --fd N`: N is this end of a socket pair the judge holds the other end of. The
 worker resolves targets (only under the allowed roots), runs builders and targets, and encodes what they return;
 it decides nothing. Whatever the code under gate does here — exit, hang, patch modules — ends in this process.
 """
@@ -274,7 +274,7 @@ def _status(pid: int, wait: float) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m _vllm_gates.worker")
+    parser = argparse.ArgumentParser(prog="python -m _vllm_gates.worker_main")
     parser.add_argument("--fd", type=int, required=True, help="this end of the socket pair the judge holds")
     parser.add_argument("--zygote", action="store_true", help="serve as the fork server that starts workers")
     args = parser.parse_args()

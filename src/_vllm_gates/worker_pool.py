@@ -57,7 +57,7 @@ class WorkerSpec:
     path: tuple[str, ...]
     allowed_roots: tuple[str, ...]
     preload: tuple[str, ...] = ()
-    command: tuple[str, ...] = (sys.executable, "-m", "_vllm_gates.worker")
+    command: tuple[str, ...] = (sys.executable, "-m", "_vllm_gates.worker_main")
     external: tuple[str, ...] = ()  # the impl role's command when an external implementation is judged (else Python's)
     settings: tuple[tuple[str, str], ...] = ()  # the judged implementation's settings, sent to every worker in hello
 
