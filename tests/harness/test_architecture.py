@@ -47,10 +47,11 @@ def lint_imports(cwd: Path, search_path: list[Path]) -> tuple[dict[str, str], st
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, search_path)), "COLUMNS": "400", "NO_COLOR": "1"}
     done = subprocess.run([sys.executable, "-c", LINT, "--no-cache", "--no-logo", "--config", str(cwd / "pyproject.toml")],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
-    found = dict(re.findall(r"^(.+?) (KEPT|BROKEN)\b", done.stdout, re.MULTILINE))
-    assert found, f"lint-imports checked no contract (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
-    assert (done.returncode == 0) == all(v == "KEPT" for v in found.values()), done.stdout + done.stderr
-    return found, done.stdout
+    printed = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)  # no colour codes, whatever the environment forces
+    found = dict(re.findall(r"^(.+?) (KEPT|BROKEN)\b", printed, re.MULTILINE))
+    assert found, f"lint-imports checked no contract (exit {done.returncode}):\n{printed}\n{done.stderr}"
+    assert (done.returncode == 0) == all(v == "KEPT" for v in found.values()), printed + done.stderr
+    return found, printed
 
 
 def test_the_engine_keeps_its_import_contract() -> None:
