@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from _vllm_gates.config import CONFIG_FILE, Config
-from _vllm_gates.errors import DefinitionError
+from _vllm_gates.errors import DefinitionError, GatesError
 from _vllm_gates.model import GateFile, Roadmap, Row
 from _vllm_gates.patterns import declaring_pattern, excluded, folder_pattern, matches
 from _vllm_gates.roadmap import load_roadmap
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from _vllm_gates.project import Project
 
 
-class SelectionError(Exception):
+class SelectionError(GatesError):
     """git could not tell what changed (unknown ref, not a repository, git not on PATH)."""
 
 
