@@ -53,7 +53,7 @@ def _affected(path: str, declared: list[str]) -> bool:
     return _why_path(gate_file, RowInputs(frozenset(), frozenset()), path, set()) is not None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(trees(), sources)
 def test_selection_fingerprints_and_the_gate_file_check_agree(files, declared):
     with tempfile.TemporaryDirectory() as folder:
