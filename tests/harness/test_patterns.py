@@ -82,6 +82,8 @@ def test_a_pattern_means_what_path_glob_means(path, pattern, expected):
 
 
 @pytest.mark.parametrize("pattern", ["a**b/x.py", "", "/"])
-def test_a_pattern_pathlib_refuses_is_refused(pattern):
+def test_a_pattern_pathlib_refuses_is_refused(pattern, tmp_path):
     with pytest.raises(ValueError):
         matches("a/x.py", pattern)
+    for written in (pattern, f"!{pattern}"):  # an exclusion too: the gate file says so, not the first run that uses it
+        assert "is not a usable glob" in (_source_unmatched(tmp_path, written) or "")
