@@ -14,17 +14,20 @@ from pathlib import Path
 from typing import TextIO
 
 from _vllm_gates.implementations import Implementation
+from _vllm_gates.patterns import files_matching
 
 STAMP_DIR = "build/vllm-gates"  # under the project root (ignored by this repository's .gitignore)
 
 
 def source_files(impl: Implementation, root: Path) -> list[Path]:
-    """The files the implementation's `sources` globs match (regular files, in path order); a pattern may be
-    absolute, for a port's checkout outside the project."""
+    """The files the implementation's `sources` globs match (regular files, in path order): a project-relative
+    pattern as every project glob (patterns.py); an absolute one, for a port's checkout outside the project, by glob.glob."""
     found: set[Path] = set()
     for pattern in impl.sources:
-        matches = map(Path, glob.glob(pattern, recursive=True)) if Path(pattern).is_absolute() else root.glob(pattern)
-        found.update(p for p in matches if p.is_file() and "__pycache__" not in p.parts)
+        if Path(pattern).is_absolute():
+            found.update(p for p in map(Path, glob.glob(pattern, recursive=True)) if p.is_file() and "__pycache__" not in p.parts)
+        else:
+            found.update(root / path for path in files_matching(root, pattern))
     return sorted(found)
 
 

@@ -11,6 +11,8 @@ import struct
 import time
 from typing import Any
 
+from _vllm_gates.errors import GatesError
+
 PROTOCOL_VERSION = 1
 MAX_FRAME = 256 * 1024 * 1024
 _HEADER = struct.Struct(">I")
@@ -22,15 +24,15 @@ except ImportError:  # pragma: no cover
     _orjson = None
 
 
-class ChannelClosed(Exception):
+class ChannelClosed(GatesError):
     """The other side closed the channel (or died) before a whole frame arrived."""
 
 
-class ChannelTimeout(Exception):
+class ChannelTimeout(GatesError):
     """No whole frame arrived within the time allowed."""
 
 
-class ProtocolError(Exception):
+class ProtocolError(GatesError):
     """A frame that is not what the protocol allows (too long, not JSON, not an object)."""
 
 

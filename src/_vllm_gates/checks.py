@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from _vllm_gates.channel import orjson_parses
 from _vllm_gates.compare import WrongEverywhere, strict_equal
-from _vllm_gates.errors import DefinitionError, Problem
+from _vllm_gates.errors import DefinitionError, GatesError, Problem
 from _vllm_gates.facts import facts_of_pattern, missing_facts
 from _vllm_gates.implementations import kind_of
 from _vllm_gates.model import Case, Gate, Raises, TargetRef
@@ -22,7 +22,7 @@ from _vllm_gates.worker_pool import AHEAD_REQUESTS, Ahead, CheckRefused, RawRepl
 CRASH_RESTARTS = 100  # properties: at most this many worker restarts for the judged impl's crashes while shrinking
 
 
-class Mismatch(Exception):
+class Mismatch(GatesError):
     """The implementation under check disagrees with the expectation or the oracle: the gate FAILS."""
 
     def __init__(self, headline: str, where: str, data: Any, lines: list[tuple[str, str]] | Callable[[], list[tuple[str, str]]],
@@ -39,7 +39,7 @@ class Mismatch(Exception):
         return self._lines
 
 
-class GateBroken(Exception):
+class GateBroken(GatesError):
     """The gate's own machinery (builder, strategy, compare) or a worker failed: the gate is in ERROR."""
 
 
@@ -177,11 +177,11 @@ class Subject:
         return not missing_facts(error.message, facts), "facts"
 
 
-class NotImplementedByWorker(Exception):
+class NotImplementedByWorker(GatesError):
     """The external implementation does not provide the gate's operation: the gate is NOT-IMPLEMENTED for it."""
 
 
-class ImplEnded(Exception):
+class ImplEnded(GatesError):
     """The judged implementation's worker ended (an exit, a signal) or hung on one input: that input's result, a
     FAIL naming the input, never the gate's ERROR (issue 26). ``oracle``: what the oracle answers there, if asked."""
 
@@ -521,7 +521,7 @@ def _interrupt_behind(error: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
-class _StopShrinking(BaseException):
+class _StopShrinking(BaseException):  # control flow, not an error kind: no GatesError (errors.py)
     """Ends a property run at the judged impl's crash once shrinking it has cost enough worker restarts (or at its
     first hang): a BaseException, so that Hypothesis neither catches nor shrinks it."""
 

@@ -14,7 +14,7 @@ try:  # Ctrl-C while the command is still starting: one line, as main() says it 
     from typing import Iterator
 
     from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_root, load_config
-    from _vllm_gates.errors import DefinitionError, Problem
+    from _vllm_gates.errors import DefinitionError, GatesError, Problem
     from _vllm_gates.exitcodes import ExitCode
     from _vllm_gates.profiles import PROFILES
     from _vllm_gates.project import Project, load_project, load_roadmap_of, unknown_row
@@ -33,7 +33,7 @@ EPILOG = ("claims: DONE needs every gate PASS, in this run or on evidence (gates
           "because this machine lacks what its marker requires, e.g. CUDA for gpu); 130 interrupted")
 
 
-class UsageError(Exception):
+class UsageError(GatesError):
     """Arguments that name something that does not exist."""
 
 

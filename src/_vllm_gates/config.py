@@ -5,7 +5,6 @@ and the plugin leaves it alone (docs/gate-files.md, "Configuration").
 """
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import posixpath
@@ -23,6 +22,7 @@ else:  # pragma: no cover - Python 3.10
 
 from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.implementations import PYTHON, Implementation, read_error_kinds, read_implementations
+from _vllm_gates.patterns import files_matching, matches
 from _vllm_gates.yamlsource import file_kind, read_definition_text
 
 CONFIG_FILE = "pyproject.toml"
@@ -100,24 +100,19 @@ class Config:
 
     def gate_files(self) -> list[Path]:
         """Every file under the root that a `rows` pattern matches, in path order."""
-        found: set[Path] = set()
-        for pattern in self.rows:
-            found.update(p for p in self.root.glob(pattern) if p.is_file())
-        return sorted(found)
+        return sorted({self.root / path for pattern in self.rows for path in files_matching(self.root, pattern)})
 
     def is_gate_file(self, path: Path) -> bool:
         relative = self.relative(path)
-        return relative is not None and any(fnmatch.fnmatch(relative, pattern) for pattern in self.rows)
+        return relative is not None and any(matches(relative, pattern) for pattern in self.rows)
 
     def spec_files(self) -> list[Path]:
         """Every regular file under the root that a `specs` pattern matches, in path order; DefinitionError when a
         match leads outside the root through a symlink."""
         found: set[Path] = set()
         for pattern in self.specs:
-            for path in self.root.glob(pattern):
-                if not path.is_file():
-                    continue
-                shown = path.relative_to(self.root).as_posix()
+            for shown in files_matching(self.root, pattern):
+                path = self.root / shown
                 why = outside_root(self.root, shown, "spec file")
                 if why:
                     raise DefinitionError([Problem(Location(shown, 1, 1), "", f"{why} (matched by specs pattern {pattern!r} "

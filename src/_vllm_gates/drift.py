@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from _vllm_gates.config import Config
+from _vllm_gates.errors import GatesError
 from _vllm_gates.model import Gate, GateFile
 from _vllm_gates.plain import NotPlain, decode, encode
 from _vllm_gates.render import render_value
@@ -29,7 +30,7 @@ SHOWN_PER_GATE = 3
 SHOWN_CHARS = 300  # a value or message longer than this is cut in the report, marked with …
 
 
-class DriftError(Exception):
+class DriftError(GatesError):
     """The comparison could not be made (a probe crashed, timed out, or found another release than declared)."""
 
 

@@ -1,7 +1,14 @@
-"""Where a definition is wrong: places in files, problems at those places, and the one error that carries them."""
+"""The engine's errors: GatesError, the base of every kind it raises, and where a definition is wrong (places in
+files, problems at those places, and the DefinitionError that carries them). Imports nothing of the engine."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+class GatesError(Exception):
+    """The base of every error kind the engine raises (issue 27 item 3); `except GatesError` catches the engine's
+    own errors, never one raised by the code under gate. Internal control flow (checks._StopShrinking, a
+    BaseException on purpose, and plain._Irregular) is not an error kind and stays outside."""
 
 
 @dataclass(frozen=True)
@@ -31,7 +38,7 @@ class Problem:
         return f"{self.location}: {where}{self.message}"
 
 
-class DefinitionError(Exception):
+class DefinitionError(GatesError):
     """A gate file, roadmap, spec, target or configuration that cannot be used as written: a list of problems."""
 
     def __init__(self, problems: list[Problem]):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from _vllm_gates.errors import GatesError
 from _vllm_gates.fingerprints import GateFingerprint, changed_inputs
 from _vllm_gates.reports import RUN_SCHEMA
 from _vllm_gates.verdicts import RunReport, Scope, Verdict
@@ -21,7 +22,7 @@ from _vllm_gates.verdicts import RunReport, Scope, Verdict
 SIMULATED_DEVICE_ENV = "VLLM_GATES_SIMULATED_DEVICE"  # names a recorded fake GPU; its evidence never backs a claim
 
 
-class EvidenceError(Exception):
+class EvidenceError(GatesError):
     """An evidence file that cannot be read: not there, not JSON, not a run report of this schema."""
 
 

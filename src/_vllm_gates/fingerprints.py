@@ -15,9 +15,8 @@ from typing import Mapping
 
 from _vllm_gates.config import CONFIG_FILE, Config
 from _vllm_gates.model import Gate, GateFile, Row
+from _vllm_gates.patterns import declared_files, files_matching, folder_pattern
 from _vllm_gates.sources import ImportGraph, gate_source_files, import_graph
-
-_SKIPPED_PARTS = frozenset({"__pycache__", ".pytest_cache", ".hypothesis"})
 
 
 @dataclass(frozen=True)
@@ -81,27 +80,6 @@ class Fingerprinter:
             self._files["harness"] = _digest(b"".join(_digest(p.read_bytes()).encode() for p in files))
         return self._files["harness"]
 
-    def _under(self, folder: str) -> list[str]:
-        base = self.config.root / folder
-        if not base.is_dir():
-            return []
-        return [p.relative_to(self.config.root).as_posix() for p in base.rglob("*")
-                if p.is_file() and not _SKIPPED_PARTS & set(p.relative_to(base).parts)]
-
-    def declared(self, patterns: tuple[str, ...]) -> list[str]:
-        """Project files the `sources:` globs match, `!` exclusions applied."""
-        from _vllm_gates.selection import matches_source
-
-        include = [p for p in patterns if not p.startswith("!")]
-        exclude = [p[1:] for p in patterns if p.startswith("!")]
-        found: set[str] = set()
-        for pattern in include:
-            if pattern.endswith("/**"):
-                found.update(self._under(pattern[:-3]))
-            else:
-                found.update(p.relative_to(self.config.root).as_posix() for p in self.config.root.glob(pattern) if p.is_file())
-        return sorted(f for f in found if not any(matches_source(f, p) for p in exclude))
-
     def relative(self, path: Path) -> str:
         """The project-relative name of a file (resolved once per path: every gate of a row names the same files)."""
         found = self._relative.get(path)
@@ -114,8 +92,8 @@ class Fingerprinter:
     def gate(self, gate_file: GateFile, gate: Gate, row: Row | None) -> GateFingerprint:
         """The fingerprint of one gate of ``gate_file``; ``row`` is its roadmap entry (None: not in the roadmap)."""
         files = {gate_file.path, gate_file.spec, CONFIG_FILE}
-        files.update(self._under(gate_file.folder) if gate_file.folder else ())
-        files.update(self.declared(gate_file.sources))
+        files.update(files_matching(self.config.root, folder_pattern(gate_file.folder)) if gate_file.folder else ())
+        files.update(declared_files(self.config.root, gate_file.sources))
         files.update(self.relative(p) for p in gate_source_files(self.graph, gate.targets()))
         inputs = {f"file:{name}": self.file(name) for name in sorted(files)}
         entry = json.dumps(asdict(row), sort_keys=True) if row is not None else "not in the roadmap"

@@ -12,6 +12,7 @@ from _vllm_gates.agreement import disagreements
 from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
 from _vllm_gates.model import BrokenGate, Case, Gate, GateFile, KnownBad, Operation, Properties, Raises, Roadmap, Row, TargetRef
 from _vllm_gates.operations import OPERATION_NAME, load_operations, operations_path
+from _vllm_gates.patterns import files_matching, pattern_parts
 from _vllm_gates.roadmap import ROW_ID
 from _vllm_gates.specdoc import REQUIREMENT_ID, requirements_in
 from _vllm_gates.config import is_absolute, outside_root
@@ -442,16 +443,15 @@ def _source_outside(pattern: str) -> str | None:
     return None
 
 
-_SKIPPED_FOLDERS = frozenset({".git", "__pycache__"})  # never walked looking for a source file
-
-
 def _source_unmatched(root: Path, pattern: str) -> str | None:
-    """Why an include glob of `sources:` is refused: it matches no file under the root (a typo, a moved folder)."""
-    if pattern.startswith("!"):
-        return None
+    """Why a glob of `sources:` is refused: not a glob (`a**b`, empty), or an include that matches no file under the
+    root (a typo, a moved folder)."""
     try:
-        found = any_source_file(root, pattern)
-    except (ValueError, OSError) as exc:  # a pattern pathlib refuses (`a**b` before Python 3.13), a NUL character
+        if pattern.startswith("!"):
+            pattern_parts(pattern[1:])
+            return None
+        found = any(files_matching(root, pattern))
+    except (ValueError, OSError) as exc:  # `**` inside a part (refused before Python 3.13), an empty pattern
         return f"source pattern {show(pattern)} is not a usable glob: {exc}"
     return None if found else f"source pattern {show(pattern)} matches no file in the project"
 
@@ -462,25 +462,6 @@ def _shared_source_unmatched(root: Path, pattern: str, share: LoadShare) -> str 
     if key not in share.sources:
         share.sources[key] = _source_unmatched(root, pattern)
     return share.sources[key]
-
-
-def any_source_file(root: Path, pattern: str) -> bool:
-    """Whether a `sources:` include pattern matches a file under ``root``: `folder/**` any file below the folder,
-    other patterns by glob semantics from their literal leading folder; `.git` and `__pycache__` are not searched."""
-    if pattern.endswith("/**"):
-        return _any_file_under(root / pattern[:-3]) or (root / pattern[:-3]).is_file()
-    return any(path.is_file() and not _SKIPPED_FOLDERS & set(path.relative_to(root).parts) for path in root.glob(pattern))
-
-
-def _any_file_under(folder: Path) -> bool:
-    """Whether ``folder`` holds a file at any depth (symlinked folders not followed), stopping at the first."""
-    if not folder.is_dir():
-        return False
-    for _, folders, files in os.walk(folder):
-        if files:
-            return True
-        folders[:] = [name for name in folders if name not in _SKIPPED_FOLDERS]
-    return False
 
 
 def _spec_path(root: Path, spec: str, share: LoadShare) -> tuple[Path | None, str | None]:

@@ -12,7 +12,7 @@ import pytest
 
 from _vllm_gates import checks
 from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate, Subject
-from _vllm_gates.errors import DefinitionError, Problem
+from _vllm_gates.errors import DefinitionError, GatesError, Problem
 from _vllm_gates.model import Case, KnownBad
 from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
 from _vllm_gates.implementations import PYTHON
@@ -56,7 +56,7 @@ RECORD = pytest.StashKey[ItemRecord]()
 RUN_SEED = pytest.StashKey[RunSeed]()  # the run's seed (plugin.pytest_configure), in the config's stash
 
 
-class KnownBadPassed(Exception):
+class KnownBadPassed(GatesError):
     """A known-bad implementation (or the audit stand-in) passed every check of its gate."""
 
 

@@ -164,11 +164,6 @@ class GateFile:
     operations: tuple[Operation, ...] = ()
     broken_gates: tuple[BrokenGate, ...] = ()  # only where the file was loaded one gate at a time (a run's collection)
 
-    @property
-    def all_sources(self) -> tuple[str, ...]:
-        """Declared sources plus the row folder itself: a row's helpers always count as its sources."""
-        return self.sources + ((f"{self.folder}/**",) if self.folder else ())
-
 
 @dataclass(frozen=True)
 class Milestone:

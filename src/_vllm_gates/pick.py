@@ -5,11 +5,12 @@ from __future__ import annotations
 import difflib
 
 from _vllm_gates.config import Config
+from _vllm_gates.errors import GatesError
 from _vllm_gates.gatefile import load_gate_file, peek_row_id
 from _vllm_gates.model import Gate, Roadmap
 
 
-class PickError(Exception):
+class PickError(GatesError):
     """A --gate or --case (or the row they need) that the project does not have."""
 
 

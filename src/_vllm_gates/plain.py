@@ -9,6 +9,7 @@ from typing import Any, NoReturn, Union
 
 from _vllm_gates.channel import ProtocolError
 from _vllm_gates.compare import WrongEverywhere
+from _vllm_gates.errors import GatesError
 
 # The wire format, for writers in any language. JSON null, true/false, strings and arrays are None, bool, str and
 # list. A JSON number without fraction or exponent is an int of any size up to 4300 digits (outside ±2^53 readers must
@@ -39,7 +40,7 @@ _TAGS = ("$float", "$tuple", "$map", "$wrong")
 Path = Union[None, tuple[Any, Any]]
 
 
-class NotPlain(Exception):
+class NotPlain(GatesError):
     """A value the protocol cannot carry: a type that is not exactly a plain one, a cycle, or nesting too deep."""
 
     def __init__(self, type_path: str, where: str, why: str = "", root: str = "result"):
@@ -112,7 +113,7 @@ def _copy_rows(items: list[Any]) -> list[Any]:
     return [list(row) for row in items] if items and type(items[0]) is list else list(items)
 
 
-class _Irregular(Exception):
+class _Irregular(Exception):  # control flow between two passes, not an error kind: no GatesError
     """The fast pass met something it does not handle: the careful pass decides (and names the place)."""
 
 

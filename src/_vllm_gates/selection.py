@@ -7,7 +7,6 @@ changes, or when its roadmap entry changes. Every row is affected when the harne
 """
 from __future__ import annotations
 
-import fnmatch
 import posixpath
 import subprocess
 import tempfile
@@ -16,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from _vllm_gates.config import CONFIG_FILE, Config
-from _vllm_gates.errors import DefinitionError
+from _vllm_gates.errors import DefinitionError, GatesError
 from _vllm_gates.model import GateFile, Roadmap, Row
+from _vllm_gates.patterns import declaring_pattern, excluded, folder_pattern, matches
 from _vllm_gates.roadmap import load_roadmap
 from _vllm_gates.sources import ImportGraph, import_graph, row_source_files, target_modules
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from _vllm_gates.project import Project
 
 
-class SelectionError(Exception):
+class SelectionError(GatesError):
     """git could not tell what changed (unknown ref, not a repository, git not on PATH)."""
 
 
@@ -56,13 +56,6 @@ def changed_paths(root: Path, base: str) -> list[str]:
     listed = _git(root, "diff", "--name-only", "--no-renames", "--relative", "-z", base)
     listed += _git(root, "ls-files", "--others", "--exclude-standard", "-z")
     return sorted({path for path in listed.split("\0") if path})
-
-
-def matches_source(path: str, pattern: str) -> bool:
-    """Whether ``path`` matches a `sources:` pattern: `folder/**` everything under folder, others fnmatch."""
-    if pattern.endswith("/**"):
-        return path == pattern[:-3] or path.startswith(pattern[:-2])
-    return fnmatch.fnmatch(path, pattern) or path == pattern
 
 
 # what each row depends on -------------------------------------------------------------------------------------------
@@ -121,12 +114,12 @@ def _why_path(gate_file: GateFile, inputs: RowInputs, path: str, names: set[str]
         return f"imports {imported[0]} ({path} changed)"
     if posixpath.basename(path) == "conftest.py" and _is_above(posixpath.dirname(path), gate_file.path):
         return f"pytest's {path} changed (it applies to its gate file)"
-    if any(matches_source(path, pattern[1:]) for pattern in gate_file.sources if pattern.startswith("!")):
+    if excluded(path, gate_file.sources):
         return None
-    declared = next((p for p in gate_file.sources if not p.startswith("!") and matches_source(path, p)), None)
+    declared = declaring_pattern(path, gate_file.sources)
     if declared is not None:
         return f"{path} changed (its sources pattern {declared!r})"
-    if gate_file.folder and matches_source(path, f"{gate_file.folder}/**"):
+    if gate_file.folder and matches(path, folder_pattern(gate_file.folder)):
         return f"{path} changed (in its row folder {gate_file.folder})"
     return None
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _vllm_gates.config import Config
+from _vllm_gates.imports import imports_in
 from _vllm_gates.model import GateFile, TargetRef
 
 
@@ -83,35 +84,14 @@ def _with_parents(names: set[str] | frozenset[str]) -> set[str]:
 
 
 def _imported_names(module: ModuleFile) -> set[str]:
-    """Names from `import a.b` and `from a import b` (as `a` and `a.b`: b may be a submodule); a file that does not
+    """Names from `import a.b` and `from a import b` (as `a` and `a.b`: b may be a submodule), relative ones resolved;
+    not import calls with a string, nor relative imports that climb above the top package. A file that does not
     parse contributes nothing more (its worker reports the syntax error)."""
     try:
         tree = ast.parse(module.path.read_bytes(), filename=str(module.path))
     except (SyntaxError, ValueError, OSError):
         return set()
-    package = module.name if module.package else module.name.rpartition(".")[0]
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = _absolute(node.module, node.level, package)
-            if base is None:
-                continue
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
-    return names
-
-
-def _absolute(module: str | None, level: int, package: str) -> str | None:
-    """The absolute name of `from <level dots><module> import ...` inside ``package``; None when it climbs past the top."""
-    if level == 0:
-        return module
-    parts = package.split(".") if package else []
-    if level - 1 > len(parts) or (level - 1 == len(parts) and not module):
-        return None
-    base = parts[: len(parts) - (level - 1)]
-    return ".".join(base + ([module] if module else [])) or None
+    return {found.name for found in imports_in(tree, module.name, module.package) if not found.dynamic and not found.climbs}
 
 
 def target_modules(refs: list[TargetRef]) -> set[str]:

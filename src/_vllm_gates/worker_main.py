@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from _vllm_gates.call import Call
 from _vllm_gates.channel import PROTOCOL_VERSION, ChannelClosed, ProtocolError, receive, send, socket_from_fd
-from _vllm_gates.errors import DefinitionError, Location
+from _vllm_gates.errors import DefinitionError, GatesError, Location
 from _vllm_gates.model import TargetRef
 from _vllm_gates.plain import NotPlain, decode, encode
 from _vllm_gates.settings import set_current
@@ -25,7 +25,7 @@ from _vllm_gates.targets import check_same_signature, resolve
 ENGINE_TARGETS = ("_vllm_gates.standins",)  # the audit's stand-in lives in the engine itself
 
 
-class Failed(Exception):
+class Failed(GatesError):
     """A request that cannot be answered with a result: the protocol's error kind, message, and which target failed."""
 
     def __init__(self, kind: str, message: str, which: str = "target"):

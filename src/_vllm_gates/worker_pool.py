@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 from _vllm_gates import lifeline
 from _vllm_gates.channel import (PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, ProtocolError, forget, frame, parse,
                                  receive, receive_frame, send, send_frames)
+from _vllm_gates.errors import GatesError
 
 STARTUP_TIMEOUT = 120.0
 AHEAD_REQUESTS = 32  # at most this many calls sent ahead of their items to one worker (docs/worker-protocol.md §10)
@@ -29,7 +30,7 @@ AHEAD_BYTES = 32 * 1024  # and at most this many bytes of them: far below a sock
 Ahead = Callable[[], Mapping[tuple[str, str], Sequence[dict[str, Any]]]]  # the next items' requests, per worker
 
 
-class WorkerLost(Exception):
+class WorkerLost(GatesError):
     """The worker could not answer: it died, closed the channel, broke the protocol or ran out of time."""
 
 

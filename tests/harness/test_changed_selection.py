@@ -223,7 +223,10 @@ def test_editing_a_package_init_on_one_rows_import_path_selects_every_row(split)
 
 def test_a_harness_change_selects_every_row(split, monkeypatch):
     """The engine's folders are found from its modules' `__file__`; here one is placed inside the project."""
-    from _vllm_gates import selection
+    import importlib
+
+    selection = importlib.import_module("_vllm_gates.selection")  # the module the CLI imports: pytester may have
+    # dropped an earlier one from sys.modules, which `from _vllm_gates import selection` would still return
 
     monkeypatch.setattr(selection, "_engine_folders", lambda config: ["tools/engine"])
     split.write("tools/engine/plugin.py", "X = 1\n")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from _vllm_gates.config import load_config
-from _vllm_gates.independence import absolute, violations
+from _vllm_gates.imports import absolute
+from _vllm_gates.independence import violations
 
 pytestmark = pytest.mark.cpu
 
