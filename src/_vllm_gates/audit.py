@@ -5,23 +5,35 @@ The audit stand-in runs in every gate run as one more item; `gates audit` runs o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
-from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.items import ItemKind
+from _vllm_gates.outcomes import ItemOutcome
 from _vllm_gates.reports import display_width, fixed_width, one_line
 from _vllm_gates.verdicts import ItemResult
 
 
+class StandIn(Enum):
+    """What a gate did with the wrong-everywhere stand-in."""
+
+    REJECTED = "rejected"  # the gate fails it: it can fail
+    STILL_PASSES = "still passes"  # the gate cannot fail
+    NOT_AUDITED = "not audited"  # its audit item was skipped
+    ERROR = "error"  # an item of the gate errored, or it has no audit item
+
+
 @dataclass(frozen=True)
 class AuditLine:
-    """One gate's audit: what the stand-in did, and how many known-bads its gate rejected."""
+    """One gate's audit: what the stand-in did (and the table's words for it), and how many known-bads its gate
+    rejected, and passed."""
 
     row: str
     gate: str
     state: str
     rejected: int
     known_bad: int
-    code: ExitCode
+    stand_in: StandIn
+    known_bad_passed: int = 0
 
 
 def audit_lines(items: list[ItemResult]) -> list[AuditLine]:
@@ -32,30 +44,18 @@ def audit_lines(items: list[ItemResult]) -> list[AuditLine]:
     for (row, gate), found in sorted(by_gate.items()):
         audit = [i for i in found if i.kind == ItemKind.AUDIT]
         known = [i for i in found if i.kind == ItemKind.KNOWN_BAD]
-        code = ExitCode.OK
-        if any(i.outcome == "error" for i in found) or not audit:
-            state, code = "ERROR: " + next((i.detail for i in found if i.outcome == "error"), "no audit item"), ExitCode.ERROR
-        elif audit[0].outcome == "skipped":
-            state = "not audited: " + audit[0].detail
-        elif audit[0].outcome == "failed":
-            state, code = "STILL PASSES: the gate cannot fail", ExitCode.CLAIM_NOT_MET
+        if any(i.outcome == ItemOutcome.ERROR for i in found) or not audit:
+            stand_in = StandIn.ERROR
+            state = "ERROR: " + next((i.detail for i in found if i.outcome == ItemOutcome.ERROR), "no audit item")
+        elif audit[0].outcome == ItemOutcome.SKIPPED:
+            stand_in, state = StandIn.NOT_AUDITED, "not audited: " + audit[0].detail
+        elif audit[0].outcome == ItemOutcome.FAILED:
+            stand_in, state = StandIn.STILL_PASSES, "STILL PASSES: the gate cannot fail"
         else:
-            state = "fails (" + audit[0].detail.split(":")[0] + ")"
-        if code is ExitCode.OK and any(i.outcome == "failed" for i in known):
-            code = ExitCode.CLAIM_NOT_MET
-        lines.append(AuditLine(row, gate, state, sum(i.outcome == "passed" for i in known), len(known), code))
+            stand_in, state = StandIn.REJECTED, "fails (" + audit[0].detail.split(":")[0] + ")"
+        lines.append(AuditLine(row, gate, state, sum(i.outcome == ItemOutcome.PASSED for i in known), len(known), stand_in,
+                               sum(i.outcome == ItemOutcome.FAILED for i in known)))
     return lines
-
-
-def audit_exit_code(lines: list[AuditLine]) -> ExitCode:
-    """3 a gate errored; 1 a gate cannot fail or a known-bad passed; 5 nothing was audited; else 0."""
-    if not lines:
-        return ExitCode.EMPTY
-    codes = {line.code for line in lines}
-    for code in (ExitCode.ERROR, ExitCode.CLAIM_NOT_MET):
-        if code in codes:
-            return code
-    return ExitCode.OK
 
 
 STAND_IN_WIDTH = 60  # terminal columns of the stand-in cell; a longer state is cut there and shown whole under the table

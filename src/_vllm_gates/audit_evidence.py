@@ -7,16 +7,17 @@ an item for every known-bad the gate declares now; the other gates' items are ru
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from _vllm_gates.audit import AuditLine, audit_exit_code, audit_lines, audit_table
+from _vllm_gates.audit import AuditLine, audit_lines, audit_table
 from _vllm_gates.evidence import EvidenceError, evidence_in, read_run_report
-from _vllm_gates.exitcodes import ExitCode
+from _vllm_gates.exitcodes import ExitCode, combined, exit_code
 from _vllm_gates.fingerprints import Fingerprinter
 from _vllm_gates.items import ItemKind
 from _vllm_gates.model import Gate, GateFile
+from _vllm_gates.outcomes import ItemOutcome
 from _vllm_gates.project import Project
 from _vllm_gates.verdicts import ItemResult
 
@@ -39,8 +40,9 @@ def _audit_items(document: Mapping[str, Any], shown: str) -> dict[tuple[str, str
         for item in document["items"]:
             if item["kind"] in (ItemKind.AUDIT.value, ItemKind.KNOWN_BAD.value):
                 result = ItemResult(**{name: item[name] for name in _ITEM_FIELDS if name in item})
+                result = replace(result, outcome=ItemOutcome(result.outcome))
                 found.setdefault((result.row, result.gate), []).append(result)
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise EvidenceError(f"--evidence {shown}: malformed item record ({type(exc).__name__}: {exc})") from None
     return found
 
@@ -97,7 +99,7 @@ def audit_on_evidence(project: Project, rows: list[str], markexpr: str, impl: st
         print(f"from evidence ({', '.join(sources)}): {len(lines)} gate(s) audited there, under the fingerprints "
               f"they have now; not run again")
         print(audit_table(lines))
-    codes = [audit_exit_code(lines)] if lines else []
+    codes = [exit_code(lines)] if lines else []
     if parts.to_run:
         gates = len({node.rsplit("::", 1)[0] for node in parts.to_run})
         print(f"\nno usable evidence for {gates} gate(s) (not in a report, stale, or another implementation): "
@@ -106,8 +108,5 @@ def audit_on_evidence(project: Project, rows: list[str], markexpr: str, impl: st
     if not codes:
         print("nothing to audit: no gate is selected")
         return ExitCode.EMPTY
-    for code in (ExitCode.ERROR, ExitCode.CLAIM_NOT_MET, ExitCode.INTERRUPTED, ExitCode.USAGE):
-        if code in codes:
-            return code
-    return ExitCode.OK if ExitCode.OK in codes else codes[0]
+    return combined(codes)
 

@@ -15,6 +15,7 @@ from _vllm_gates.errors import DefinitionError, GatesError, Problem
 from _vllm_gates.facts import facts_of_pattern, missing_facts
 from _vllm_gates.implementations import kind_of
 from _vllm_gates.model import Case, Gate, Raises, TargetRef
+from _vllm_gates.outcomes import NotImplementedBy
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import is_plain, render_value
 from _vllm_gates.worker_pool import AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, WorkerEnded, WorkerLost, WorkerPool
@@ -229,7 +230,7 @@ class ResolvedGate:
     known_bad: Mapping[str, Subject] = field(default_factory=dict)
     audit: Subject | None = None
     oracle_memo: dict[str, Outcome] = field(default_factory=dict, compare=False, repr=False)
-    not_implemented: str = ""  # the skip reason when the judged implementation does not provide the gate's operation
+    not_implemented: NotImplementedBy | None = None  # the judged implementation does not provide the gate's operation
 
     def outcomes(self, impl: Subject, data: Any, ahead: Ahead | None = None) -> tuple[Outcome, Outcome]:
         """The impl's and the oracle's outcomes on one input, asked side by side (the oracle's from the memo if it

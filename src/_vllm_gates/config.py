@@ -23,11 +23,11 @@ else:  # pragma: no cover - Python 3.10
 from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.implementations import PYTHON, Implementation, read_error_kinds, read_implementations
 from _vllm_gates.patterns import files_matching, matches
+from _vllm_gates.requirements import BUILT_IN, CUDA, DETECT_FORMAT, Requirement
 from _vllm_gates.yamlsource import file_kind, read_definition_text
 
 CONFIG_FILE = "pyproject.toml"
 SECTION = "tool.vllm-gates"
-REQUIREMENTS = ("cuda", "upstream")  # what a marker may require of the machine (upstream: the pinned release installed)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MARKER = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -38,12 +38,12 @@ class Marker:
 
     name: str
     help: str
-    requires: str | None = None
+    requires: Requirement | None = None
 
 
 DEFAULT_MARKERS = (
     Marker("cpu", "runs on any machine"),
-    Marker("gpu", "needs a CUDA device; skipped with the reason where none is present", "cuda"),
+    Marker("gpu", "needs a CUDA device; skipped with the reason where none is present", CUDA),
     Marker("dist", "starts several processes (torch.distributed); deselect with -m 'not dist'"),
 )
 
@@ -82,7 +82,7 @@ class Config:
 
     def parity_marker(self) -> str | None:
         """The marker whose gates compare with the pinned upstream release (it requires `upstream`)."""
-        return next((m.name for m in self.markers if m.requires == "upstream"), None)
+        return next((m.name for m in self.markers if m.requires is not None and m.requires.upstream), None)
 
     def implementation(self, name: str) -> Implementation | None:
         return next((i for i in self.implementations if i.name == name), None)
@@ -94,6 +94,11 @@ class Config:
     @property
     def marker_names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.markers)
+
+    @property
+    def device_markers(self) -> frozenset[str]:
+        """The markers whose requirement is a device (gpu): a PARTIAL claim may leave their gates skipped or unproven."""
+        return frozenset(m.name for m in self.markers if m.requires is not None and m.requires.device)
 
     def marker(self, name: str) -> Marker | None:
         return next((m for m in self.markers if m.name == name), None)
@@ -313,12 +318,32 @@ def _markers(reader: _Reader, value: Any) -> tuple[Marker, ...]:
         if not isinstance(body, dict) or set(body) - {"help", "requires"}:
             reader.problem(key, f"expected a help string or a table with `help` and `requires`, got {body!r}")
             continue
-        requires = body.get("requires")
-        if requires is not None and requires not in REQUIREMENTS:
-            reader.problem(key, f"requires = {requires!r} is not known (accepted: {', '.join(REQUIREMENTS)})")
+        requires = _requirement(reader, f"{key}.requires", body["requires"]) if "requires" in body else None
+        if requires is None and "requires" in body:
             continue
         found.append(Marker(name, str(body.get("help", "")), requires))
     return tuple(found) or DEFAULT_MARKERS
+
+
+def _requirement(reader: _Reader, key: str, value: Any) -> Requirement | None:
+    """A built-in requirement by name, or the project's own: `{ detect = "package.module:function", device = BOOL }`."""
+    if isinstance(value, str):
+        if value not in BUILT_IN:
+            reader.problem(key, f"{value!r} is not known (accepted: {', '.join(BUILT_IN)}, or a table "
+                                f"{{ detect = \"package.module:function\", device = true|false }})")
+        return BUILT_IN.get(value)
+    if not isinstance(value, dict) or "detect" not in value or set(value) - {"detect", "device"}:
+        reader.problem(key, f"expected {', '.join(map(repr, BUILT_IN))} or a table with `detect` and optionally `device`, got {value!r}")
+        return None
+    detect, device = value["detect"], value.get("device", False)
+    if not isinstance(detect, str) or not DETECT_FORMAT.match(detect):
+        reader.problem(f"{key}.detect", f"expected \"package.module:function\" (a function returning why the requirement is "
+                                        f"unmet, or None), got {detect!r}")
+        return None
+    if not isinstance(device, bool):
+        reader.problem(f"{key}.device", f"expected true or false, got {device!r}")
+        return None
+    return Requirement(detect, device, detect, reader.where(f"{key}.detect"), key)
 
 
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]*)?(\.post[0-9]+)?$")

@@ -16,10 +16,9 @@ from typing import Any, Callable, Mapping
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.fingerprints import GateFingerprint, changed_inputs
+from _vllm_gates.requirements import SIMULATED_DEVICE_ENV
 from _vllm_gates.reports import RUN_SCHEMA
 from _vllm_gates.verdicts import RunReport, Scope, Verdict
-
-SIMULATED_DEVICE_ENV = "VLLM_GATES_SIMULATED_DEVICE"  # names a recorded fake GPU; its evidence never backs a claim
 
 
 class EvidenceError(GatesError):

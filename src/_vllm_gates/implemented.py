@@ -58,13 +58,11 @@ def with_operation_counts(report: "RunReport", gate_files: Mapping[str, GateFile
                           listed: Mapping[str, frozenset[str]] | None) -> "RunReport":
     """Each row's operation count, where it is known: the python port's always; an external implementation's for
     the rows whose worker this run asked (``listed``, by row)."""
-    from _vllm_gates.verdicts import skipped_as_not_implemented
-
     operation_of = {(gf.row, g.id): g.operation for gf in gate_files.values() for g in gf.gates}
     absent: dict[str, set[str]] = {}
     for item in report.items:
         operation = operation_of.get((item.row, item.gate))
-        if operation is not None and skipped_as_not_implemented(item):
+        if operation is not None and item.not_implemented is not None:
             absent.setdefault(item.row, set()).add(operation)
     rows = []
     for row in report.rows:

@@ -17,7 +17,7 @@ from _vllm_gates.model import Case, KnownBad
 from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
 from _vllm_gates.implementations import PYTHON
 from _vllm_gates.render import render_case, render_value
-from _vllm_gates.verdicts import not_implemented_skip
+from _vllm_gates.outcomes import NotImplementedBy, SkipCause
 
 
 class ItemKind(str, Enum):
@@ -53,6 +53,7 @@ class ItemRecord:
 
 
 RECORD = pytest.StashKey[ItemRecord]()
+SKIP_CAUSE = pytest.StashKey[SkipCause]()  # why the item is skipped, as data (the skip's reason is its text)
 RUN_SEED = pytest.StashKey[RunSeed]()  # the run's seed (plugin.pytest_configure), in the config's stash
 
 
@@ -78,7 +79,12 @@ class GateItem(pytest.Item):
             self.stash[RECORD] = ItemRecord(0, harness_error=True)
             raise
         except checks.NotImplementedByWorker as absent:  # the worker listed the operation, then said it has none
-            pytest.skip(not_implemented_skip(self.config.getoption("gates_impl") or PYTHON, str(absent)))
+            self.skip_for(NotImplementedBy(self.config.getoption("gates_impl") or PYTHON, str(absent)))
+
+    def skip_for(self, cause: SkipCause) -> None:
+        """Skip the item for ``cause``, kept as data in its stash for the verdict."""
+        self.stash[SKIP_CAUSE] = cause
+        pytest.skip(cause.text())
 
     def run_checks(self) -> ItemRecord:
         raise NotImplementedError
@@ -139,7 +145,7 @@ class CaseItem(GateItem):
 
     def run_checks(self) -> ItemRecord:
         if self.resolved.not_implemented:
-            pytest.skip(self.resolved.not_implemented)
+            self.skip_for(self.resolved.not_implemented)
         cases, at = self.run_of
         following = cases[at + 1:at + 1 + checks.AHEAD_REQUESTS] if cases else ()
         return ItemRecord(checks.check_case(self.resolved, self.case, self.resolved.impl, following=following))
@@ -169,7 +175,7 @@ _SKIPPING = frozenset({"skip", "skipif", "xfail"})
 def _runs_plainly(item: CaseItem) -> bool:
     """No marker of its own that may skip it (a requirement unmet here adds one). Only a shortcut: a request sent
     ahead that its item never claims costs a new worker, never a wrong reply."""
-    return not item.resolved.not_implemented and not any(m.name in _SKIPPING for m in item.own_markers)
+    return item.resolved.not_implemented is None and not any(m.name in _SKIPPING for m in item.own_markers)
 
 
 class PropertiesItem(GateItem):
@@ -181,7 +187,7 @@ class PropertiesItem(GateItem):
 
     def run_checks(self) -> ItemRecord:
         if self.resolved.not_implemented:
-            pytest.skip(self.resolved.not_implemented)
+            self.skip_for(self.resolved.not_implemented)
         declared = self.resolved.gate.properties.max_examples  # type: ignore[union-attr]
         seed = self.config.stash.get(RUN_SEED, None)
         tally = checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared),
@@ -189,7 +195,7 @@ class PropertiesItem(GateItem):
         record = ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors)
         if tally.not_implemented:  # examples skipped as named cases are: the gate is NOT-IMPLEMENTED, never PASS
             self.stash[RECORD] = record
-            pytest.skip(not_implemented_skip(self.config.getoption("gates_impl") or PYTHON, tally.not_implemented_reason()))
+            self.skip_for(NotImplementedBy(self.config.getoption("gates_impl") or PYTHON, tally.not_implemented_reason()))
         return record
 
 

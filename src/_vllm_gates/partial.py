@@ -1,17 +1,16 @@
 """A run that selects part of a row (`-k`, a node id, `gates run --gate/--case`; issue 25) judges only what it
 selected: the gates it did not select are left out, a gate it selected in part is judged on the items that ran and
-marked partial (never evidence), claims are not judged, and the exit code says whether the selected items passed.
+marked partial (never evidence), claims are not judged, and the exit code (exitcodes.py) says whether the selected
+items passed.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from _vllm_gates.exitcodes import ExitCode
-from _vllm_gates.verdicts import ClaimResult, GateResult, RowReport, RunReport, Verdict, skipped_for_requirement, worst
+from _vllm_gates.verdicts import ClaimResult, GateResult, RowReport, RunReport, worst
 
 NOT_JUDGED = "not judged: the run selected part of the row"
-FAILING = (Verdict.FAIL, Verdict.INCOMPLETE, Verdict.EMPTY)  # a selected gate whose items did not pass
 
 
 @dataclass(frozen=True)
@@ -53,24 +52,6 @@ def judge_partial(report: RunReport, selected: Mapping[tuple[str, str], Selected
                            if any(g.milestone == m.milestone for g in gates))
         rows.append(RowReport(row.row, row.title, _claim(row.claim, gates), milestones, tuple(gates), None))
     return replace(report, rows=tuple(rows), partial=True)
-
-
-def partial_exit_code(report: RunReport) -> ExitCode:
-    """130 interrupted; 3 an item or a selected gate in ERROR; 5 nothing ran (7: every selected item was skipped
-    for want of what its marker requires); 1 a selected gate FAIL, INCOMPLETE or EMPTY; else 0."""
-    if report.interrupted:
-        return ExitCode.INTERRUPTED
-    gates = [g for r in report.rows for g in r.gates]
-    if any(i.outcome == "error" for i in report.items) or any(g.verdict is Verdict.ERROR for g in gates) \
-            or any(r.claim.verdict is Verdict.ERROR for r in report.rows):
-        return ExitCode.ERROR
-    if not any(i.outcome in ("passed", "failed") for i in report.items):
-        if report.items and all(skipped_for_requirement(i) for i in report.items):
-            return ExitCode.NOT_RUNNABLE
-        return ExitCode.EMPTY
-    if any(g.verdict in FAILING for g in gates):
-        return ExitCode.CLAIM_NOT_MET
-    return ExitCode.OK
 
 
 def selection(gates: Mapping[tuple[str, str], bool], declared: Mapping[tuple[str, str], list[str]],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -18,17 +17,18 @@ from _vllm_gates import lifeline, xdist_run
 from _vllm_gates.checks import ResolvedGate, Subject
 from _vllm_gates.config import load_config
 from _vllm_gates.errors import DefinitionError, Problem
-from _vllm_gates.evidence import SIMULATED_DEVICE_ENV, GateEvidence
+from _vllm_gates.evidence import GateEvidence
 from _vllm_gates.gatefile import LoadShare, load_gate_file, peek_row_id
 from _vllm_gates.impl_problems import before_run, not_started, pointer
 from _vllm_gates.implementations import PYTHON, Implementation
-from _vllm_gates.items import RECORD, RUN_SEED, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items, link_runs
+from _vllm_gates.items import RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items, link_runs
 from _vllm_gates.model import Gate, GateFile, TargetRef
+from _vllm_gates.outcomes import NotImplementedBy, RequirementUnmet
 from _vllm_gates.profiles import SEED_OPTION, RunSeed, load_default_profile, register_profiles
 from _vllm_gates.project import second_gate_file, unknown_row
+from _vllm_gates.requirements import Requirement, unmet
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
-from _vllm_gates.verdicts import not_implemented_skip, requirement_skip
 from _vllm_gates.worker_pool import WorkerLost, WorkerPool, WorkerSpec
 
 _RUN = pytest.StashKey[GateRun]()
@@ -261,8 +261,8 @@ def _unrunnable_markers(run: GateRun) -> frozenset[str]:
     """Markers requiring the pinned upstream release where it is not installed: their gates' targets (adapters that
     import vLLM) are not resolved at collection, and their items are skipped with the reason. Checking this reads
     package metadata only; CUDA is not asked here (it would import torch in the judge)."""
-    wanting = [m.name for m in run.project.markers if m.requires == "upstream"]
-    return frozenset(wanting) if wanting and upstream_unavailable_reason(run.project) else frozenset()
+    wanting = [m for m in run.project.markers if m.requires is not None and m.requires.upstream]
+    return frozenset(m.name for m in wanting) if wanting and unmet(wanting[0].requires, run.project) else frozenset()  # type: ignore[arg-type]
 
 
 SHARED_CHECKER = "<collection checks>"  # the worker key of collection's shared checkers (no gate file has it)
@@ -351,22 +351,23 @@ def _resolve_gate(run: GateRun, gate_file: GateFile, gate: Gate, operations: fro
     audit_ref = TargetRef(AUDIT_TARGET, gate.location)
     impl = replace(subject("impl", gate.impl, gate.build_impl, "impl"), judged=True)
     audit = subject("known-bad", audit_ref, gate.build_impl, "the audit stand-in")
-    missing = ""
+    missing = None
     if operations is not None:
         kinds = dict(run.project.error_kinds)
         impl = replace(impl, build=None, operation=gate.operation, kinds=kinds, role=f"impl {run.impl}")
         audit = replace(audit, worker=(gate_file.path, "impl"), build=None, kinds=kinds)
         if gate.operation is None:
-            missing = f"gate {gate.id} names a Python target, not an operation of the row, so only the python implementation can answer it"
+            missing = NotImplementedBy(run.impl, f"gate {gate.id} names a Python target, not an operation of the row, so only "
+                                                 f"the python implementation can answer it")
         elif gate.operation not in operations:
-            missing = f"its worker does not list operation {gate.operation!r}"
+            missing = NotImplementedBy(run.impl, f"its worker does not list operation {gate.operation!r}")
     return ResolvedGate(
         gate=gate, impl=impl,
         oracle=subject("oracle", gate.oracle, gate.build_oracle, "oracle") if gate.oracle else None,
         compare=own(gate.compare, "compare"),
         strategy=own(gate.properties.strategy if gate.properties else None, "properties.strategy"),
         known_bad={kb.name: subject("known-bad", kb.target, gate.build_impl, f"known-bad {kb.name}") for kb in gate.known_bad},
-        audit=audit, not_implemented=not_implemented_skip(run.impl, missing) if missing else "")
+        audit=audit, not_implemented=missing)
 
 
 class GateNode(pytest.Collector):
@@ -397,54 +398,6 @@ class GateNode(pytest.Collector):
         yield AuditItem.from_parent(self, name="audit", resolved=self.resolved, **common, line=gate.location.line)
 
 
-def cuda_unavailable_reason() -> str | None:
-    """Why items that require CUDA cannot run here, or None when a CUDA device (or a simulated one) is present."""
-    if os.environ.get(SIMULATED_DEVICE_ENV, "").strip():
-        return None  # a recorded fake device stands in: what runs on it is marked simulated and backs no claim
-    return _cuda_unavailable_reason()
-
-
-@lru_cache(maxsize=1)
-def _cuda_unavailable_reason() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "no CUDA device (torch.cuda.is_available() is False)"
-    return None
-
-
-def upstream_unavailable_reason(project: Any) -> str | None:
-    """Why gates that compare with the pinned upstream release cannot run here (it is not installed, or another
-    version is), or None. Only the installed metadata is read: the judge never imports upstream code."""
-    from importlib import metadata
-
-    pin = project.upstream
-    if pin is None:
-        return "the project pins no upstream release"
-    hint = f" ({pin.install} installs it)" if pin.install else ""
-    try:
-        found = metadata.version(pin.package)
-    except metadata.PackageNotFoundError:
-        return f"{pin.package} {pin.version} is not installed{hint}"
-    if found != pin.version:
-        return f"{pin.package} {found} is installed, but the project pins {pin.version}{hint}"
-    return None
-
-
-REQUIREMENT_CHECKS = {"cuda": cuda_unavailable_reason}  # the machine's requirements (tests stand in for them here)
-
-
-def requirement_unmet(requirement: str, project: Any) -> str | None:
-    """Why this machine lacks what a marker requires (None: it has it)."""
-    if requirement in REQUIREMENT_CHECKS:
-        return REQUIREMENT_CHECKS[requirement]()
-    if requirement == "upstream":
-        return upstream_unavailable_reason(project)
-    return f"unknown requirement {requirement!r}"
-
-
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: an unmarked test is selected by the default marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The project's unmarked tests get its default marker."""
@@ -467,18 +420,33 @@ class RequirementSkips:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         names = set(self.run.project.marker_names)
+        reasons: dict[Requirement, str | None] = {}  # each requirement asked once per run
         for item in items:
             if isinstance(item, DefinitionErrorItem):
                 continue
             for name in sorted({m.name for m in item.iter_markers()} & names):
                 requirement = self.run.project.marker(name).requires  # type: ignore[union-attr]
-                reason = requirement_unmet(requirement, self.run.project) if requirement else None
+                if requirement is None:
+                    continue
+                if requirement not in reasons:
+                    reasons[requirement] = self._unmet(requirement)
+                reason = reasons[requirement]
                 if reason:
-                    why = requirement_skip(name, reason) if isinstance(item, GateItem) else f"{name} test skipped: {reason}"
+                    cause = RequirementUnmet(name, requirement.name, reason)
+                    if isinstance(item, GateItem):
+                        item.stash[SKIP_CAUSE] = cause
+                    why = cause.text() if isinstance(item, GateItem) else f"{name} test skipped: {reason}"
                     item.add_marker(pytest.mark.skip(reason=why))
                     break
         if any(isinstance(item, GateItem) for item in items):
             load_default_profile()
+
+    def _unmet(self, requirement: Requirement) -> str | None:
+        """Why this machine lacks the requirement; a project's detector that fails is a usage error at its line."""
+        try:
+            return unmet(requirement, self.run.project)
+        except DefinitionError as error:
+            raise pytest.UsageError(f"vllm-gates configuration:\n{error}") from None
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -518,7 +486,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if run is not None:
         run.record(item, report)
         if isinstance(item, GateItem) and xdist_run.is_worker(item.config):
-            xdist_run.attach(report, item.identity, item.stash.get(RECORD, None))
+            xdist_run.attach(report, item.identity, item.stash.get(RECORD, None), item.stash.get(SKIP_CAUSE, None))
         if report.when == "teardown":
             _one_item_done(run, item)
     return report

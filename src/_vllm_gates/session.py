@@ -12,15 +12,16 @@ from typing import Any
 
 import pytest
 
-from _vllm_gates.audit import audit_exit_code, audit_lines, audit_table
+from _vllm_gates.audit import audit_lines, audit_table
 from _vllm_gates.claims import claimed_roadmap
 from _vllm_gates.config import Config
 from _vllm_gates.errors import DefinitionError, Problem
-from _vllm_gates.exitcodes import ExitCode
+from _vllm_gates.exitcodes import SessionEnd, exit_code
 from _vllm_gates.implemented import answered_on_evidence, with_operation_counts
-from _vllm_gates.items import RECORD, GateItem, ItemIdentity, ItemRecord
+from _vllm_gates.items import RECORD, SKIP_CAUSE, GateItem, ItemIdentity, ItemRecord
 from _vllm_gates.model import GateFile, Roadmap
-from _vllm_gates.partial import judge_partial, partial_exit_code, selection
+from _vllm_gates.outcomes import ItemOutcome, SkipCause
+from _vllm_gates.partial import judge_partial, selection
 from _vllm_gates.profiles import RunSeed, current_profile_name
 from _vllm_gates.project import Project, load_roadmap_of
 from _vllm_gates.reports import junit_claims, markdown, table, write_atomic, write_json
@@ -28,10 +29,7 @@ from _vllm_gates.worker_pool import WorkerPool
 from _vllm_gates.xdist_run import without_worker_header
 from _vllm_gates.evidence import Device, GateEvidence, assess, environment, fill_evidence, this_device, with_fingerprints
 from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
-from _vllm_gates.verdicts import ItemResult, RunReport, Scope, build_report, exit_code, interrupted, with_unknown_rows
-
-# pytest's own statuses that no verdict may hide: interrupted, internal error, usage error
-_PYTEST_ABORTS = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR)
+from _vllm_gates.verdicts import ItemResult, RunReport, Scope, build_report, interrupted, with_unknown_rows
 
 
 @dataclass
@@ -39,8 +37,9 @@ class _Partial:
     """An item's result while its phases (setup, call, teardown) arrive."""
 
     identity: ItemIdentity
-    outcome: str = "passed"
+    outcome: ItemOutcome = ItemOutcome.PASSED
     detail: str = ""
+    cause: SkipCause | None = None
     duration: float = 0.0
     checks: int = 0
     rejected_by: str = ""
@@ -107,10 +106,12 @@ class GateRun:
             if report.failed:
                 self.other_failures += 1
             return
-        self.fold(item.nodeid, item.identity, item.stash.get(RECORD, None), report)
+        self.fold(item.nodeid, item.identity, item.stash.get(RECORD, None), item.stash.get(SKIP_CAUSE, None), report)
 
-    def fold(self, nodeid: str, identity: ItemIdentity, found: ItemRecord | None, report: pytest.TestReport) -> None:
-        """Fold one phase's report of a gate item into its result (here, or sent by an xdist worker)."""
+    def fold(self, nodeid: str, identity: ItemIdentity, found: ItemRecord | None, cause: SkipCause | None,
+             report: pytest.TestReport) -> None:
+        """Fold one phase's report of a gate item into its result (here, or sent by an xdist worker); ``cause``: why
+        the item skips, when it does for a reason of ours (the report's reason is then its text)."""
         entry = self._results.setdefault(nodeid, _Partial(identity))
         entry.duration += report.duration
         if found is not None:
@@ -119,18 +120,19 @@ class GateRun:
         if report.skipped:
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
-            entry.outcome, entry.detail = "skipped", reason.removeprefix("Skipped: ")
+            entry.outcome, entry.cause = ItemOutcome.SKIPPED, cause
+            entry.detail = cause.text() if cause is not None else reason.removeprefix("Skipped: ")
         elif report.failed:
             harness_error = report.when != "call" or (found is not None and found.harness_error)
-            entry.outcome = "error" if harness_error else "failed"
+            entry.outcome = ItemOutcome.ERROR if harness_error else ItemOutcome.FAILED
             lines = without_worker_header(report.longreprtext.strip().splitlines())
             entry.detail = lines[0][:300] if lines else report.when
 
     def results(self) -> list[ItemResult]:
         return [ItemResult(nodeid=nodeid, row=e.identity.row, gate=e.identity.gate, milestone=e.identity.milestone,
                            kind=e.identity.kind.value, name=nodeid.rsplit("::", 1)[-1], outcome=e.outcome, checks=e.checks,
-                           detail=e.rejected_by if e.outcome == "passed" else e.detail, duration=round(e.duration, 6),
-                           values=e.values, agreed_errors=e.agreed_errors)
+                           detail=e.rejected_by if e.outcome == ItemOutcome.PASSED else e.detail, duration=round(e.duration, 6),
+                           values=e.values, agreed_errors=e.agreed_errors, cause=e.cause)
                 for nodeid, e in self._results.items()]
 
     def scope(self, roadmap: Roadmap) -> list[str]:
@@ -161,8 +163,8 @@ class GateRun:
         fingerprints = self.fingerprints(roadmap, rows)
         why = self.not_run_why or (f"deselected by -m {self.markexpr!r}" if self.markexpr else "not collected in this run")
         scope = Scope(rows, in_run | {(i.row, i.gate) for i in items}, why,
-                      simulated={key for key, markers in self.gate_markers.items() if self.device.simulated and self._needs_gpu(markers)},
-                      parity_marker=self.project.parity_marker())
+                      simulated={key for key, markers in self.gate_markers.items() if self.device.simulated and self._needs_device(markers)},
+                      parity_marker=self.project.parity_marker(), device_markers=self.project.device_markers)
         implementation = self.project.implementation(self.impl)
         claimed = claimed_roadmap(roadmap, self.impl, implementation.claims if implementation else ())
         assessed = assess(self.evidence, fingerprints, self.impl) if partial is None else {}
@@ -172,7 +174,7 @@ class GateRun:
                               {key: names for key, names in missing.items() if names})
         report = with_operation_counts(report, self.gate_files, self.impl, {**answered_on_evidence(assessed), **self.answered})
         report = replace(report, evidence_offered=bool(self.evidence) and partial is None)
-        report = with_fingerprints(report, fingerprints, self.device, self._needs_gpu, scope.simulated)
+        report = with_fingerprints(report, fingerprints, self.device, self._needs_device, scope.simulated)
         report = with_unknown_rows(report, {row: message for row, message in self.broken.items() if roadmap.row(row) is None})
         if partial is not None:
             report = judge_partial(report, partial)
@@ -196,8 +198,9 @@ class GateRun:
                                   for gf in self.gate_files.values() if gf.row in rows for gate in gf.gates}
         return self._fingerprints
 
-    def _needs_gpu(self, markers: tuple[str, ...]) -> bool:
-        return any((m := self.project.marker(name)) is not None and m.requires == "cuda" for name in markers)
+    def _needs_device(self, markers: tuple[str, ...]) -> bool:
+        """A marker of these requires a device (on a simulated device, their gates' PASS backs no claim)."""
+        return not self.project.device_markers.isdisjoint(markers)
 
     def gates_in_run(self) -> set[tuple[str, str]]:
         """Gates whose markers the run's -m expression selects (all without one): each of their items must run."""
@@ -219,18 +222,17 @@ class GateRun:
         """Judge the run, write its reports and return the session's exit status (config None: pytest did not run)."""
         if self.audit:
             lines = audit_lines(self.results())
-            code = audit_exit_code(lines)
-            self.summary = f"{audit_table(lines)}\n\naudit exit {int(code)}"
-            return self._combine(code, pytest_status)
+            self.summary = f"{audit_table(lines)}\n\naudit exit {int(exit_code(lines))}"
+            return int(exit_code(lines, self._session_end(pytest_status)))
         self.device = this_device()
         report = self.judge()
         self.report = report
-        code = self._combine(partial_exit_code(report) if report.partial else exit_code(report), pytest_status)
+        code = int(exit_code(report, self._session_end(pytest_status)))
         seed, drawn = self.drawing() if report.items else (None, "")  # how the examples were drawn (issue 25)
         ending = f"{report.checks} checks in {time.time() - self.started:.1f}s; exit {code}"
         self.summary = "\n".join([table(report), "", *([drawn] if drawn else []), ending])
         if self.nothing_affected():
-            code = self._combine(ExitCode.OK, pytest.ExitCode.OK)
+            code = int(exit_code(report, self._session_end(pytest_status, nothing_affected=True)))
             self.summary = f"no row is affected by changes since {self.meta['changed_since']}: nothing to gate"
             self.meta["nothing_affected"] = True
         if config is not None:
@@ -271,15 +273,9 @@ class GateRun:
         return {"impl": self.impl, "harness": __version__, "device": asdict(self.device), "simulated": self.device.simulated,
                 "environment": environment(), "inputs": dict(sorted(inputs.items())), "from": sorted({e.source for e in self.evidence})}
 
-    def _combine(self, verdict_code: ExitCode, pytest_status: int) -> int:
-        """The verdicts decide, except that pytest's aborts and failing tests that are not gate items still count."""
-        if self.interrupted:
-            return ExitCode.INTERRUPTED
-        if pytest_status in _PYTEST_ABORTS:
-            return ExitCode.ERROR
-        if self.other_failures and verdict_code in (ExitCode.OK, ExitCode.EMPTY, ExitCode.UNPROVEN, ExitCode.NOT_RUNNABLE):
-            return ExitCode.CLAIM_NOT_MET
-        return int(verdict_code)
+    def _session_end(self, pytest_status: int, nothing_affected: bool = False) -> SessionEnd:
+        """How the session ended, for the exit code beside the verdicts."""
+        return SessionEnd(bool(self.interrupted), pytest_status, self.other_failures, nothing_affected)
 
 
 def _add_claims_to_junit(config: pytest.Config, report: RunReport) -> None:

@@ -1,13 +1,12 @@
 """Verdicts per gate, milestone and row, and the check of each against the state the roadmap claims."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.implemented import OperationCount
 from _vllm_gates.model import BrokenGate, Gate, GateFile, Roadmap
+from _vllm_gates.outcomes import ItemOutcome, NotImplementedBy, RequirementUnmet, SkipCause
 
 
 class Verdict(str, Enum):
@@ -42,12 +41,23 @@ class ItemResult:
     milestone: str
     kind: str  # an ItemKind value
     name: str
-    outcome: str  # passed | failed | skipped | error
+    outcome: ItemOutcome
     checks: int = 0
-    detail: str = ""
+    detail: str = ""  # a skip's or failure's reason as reports show it (a skip's: its cause's text)
     duration: float = 0.0
     values: int = 0  # properties: examples whose values were compared
     agreed_errors: int = 0  # properties: examples where impl and oracle raised errors that agree
+    cause: SkipCause | None = None  # why it was skipped, as data (reports show ``detail``, not this)
+
+    @property
+    def not_implemented(self) -> NotImplementedBy | None:
+        """Skipped because the judged implementation does not provide (all of) its gate's operation."""
+        return self.cause if self.outcome == ItemOutcome.SKIPPED and isinstance(self.cause, NotImplementedBy) else None
+
+    @property
+    def requirement_unmet(self) -> bool:
+        """Skipped because this machine lacks what one of its markers requires (a CUDA device)."""
+        return self.outcome == ItemOutcome.SKIPPED and isinstance(self.cause, RequirementUnmet)
 
 
 @dataclass(frozen=True)
@@ -136,29 +146,29 @@ class RunReport:
 def gate_verdict(items: list[ItemResult], has_known_bad: bool, missing: tuple[str, ...] = (),
                  min_value_share: float = 0.0) -> tuple[Verdict, str]:
     """ERROR > FAIL > INCOMPLETE (a declared item without a result) > EMPTY (nothing ran) > SKIPPED > WEAK > PASS."""
-    if any(i.outcome == "error" for i in items):
-        return Verdict.ERROR, next(i.detail for i in items if i.outcome == "error")
-    if any(i.outcome == "failed" for i in items):
-        failed = [i.name for i in items if i.outcome == "failed"]
+    if any(i.outcome == ItemOutcome.ERROR for i in items):
+        return Verdict.ERROR, next(i.detail for i in items if i.outcome == ItemOutcome.ERROR)
+    if any(i.outcome == ItemOutcome.FAILED for i in items):
+        failed = [i.name for i in items if i.outcome == ItemOutcome.FAILED]
         return Verdict.FAIL, "failed: " + ", ".join(failed)
     if missing:
         return Verdict.INCOMPLETE, "declared but not run here: " + ", ".join(missing)
     if not items:
         return Verdict.EMPTY, "no item of this gate was selected"
-    empty = [i.name for i in items if i.kind == "properties" and i.outcome == "passed" and i.values == 0]
+    empty = [i.name for i in items if i.kind == "properties" and i.outcome == ItemOutcome.PASSED and i.values == 0]
     if empty:
         return Verdict.EMPTY, "the properties checked nothing: no generated example gave values to compare"
     for item in items:
-        if item.kind == "properties" and item.outcome == "passed" and item.checks and item.values / item.checks < min_value_share:
+        if item.kind == "properties" and item.outcome == ItemOutcome.PASSED and item.checks and item.values / item.checks < min_value_share:
             return Verdict.EMPTY, (f"the properties compared values on {item.values} of {item.checks} examples, below the gate's "
                                    f"min_value_share {min_value_share:g}; the rest only agreed on errors")
-    absent = [i for i in items if i.outcome == "skipped" and _NOT_IMPLEMENTED_SKIP.match(i.detail)]
+    absent = [i for i in items if i.not_implemented is not None]
     if absent:
         return Verdict.NOT_IMPLEMENTED, _not_implemented_reason(absent, items)
-    if all(i.outcome == "skipped" for i in items):
+    if all(i.outcome == ItemOutcome.SKIPPED for i in items):
         return Verdict.SKIPPED, items[0].detail
-    if any(i.outcome == "skipped" for i in items):
-        return Verdict.SKIPPED, "partly skipped: " + ", ".join(i.name for i in items if i.outcome == "skipped")
+    if any(i.outcome == ItemOutcome.SKIPPED for i in items):
+        return Verdict.SKIPPED, "partly skipped: " + ", ".join(i.name for i in items if i.outcome == ItemOutcome.SKIPPED)
     if sum(i.checks for i in items) == 0:
         return Verdict.EMPTY, "its items ran no check"
     if not has_known_bad:
@@ -169,27 +179,29 @@ def gate_verdict(items: list[ItemResult], has_known_bad: bool, missing: tuple[st
 def _not_implemented_reason(absent: list[ItemResult], items: list[ItemResult]) -> str:
     """One reason for the gate's items the implementation did not implement: the operation's absence as it was
     given, or how many of the cases (the first one's why) and of the generated examples (issue 26)."""
-    if len({i.detail for i in absent}) == 1 and len(absent) == sum(i.kind in ("case", "properties") for i in items):
-        return absent[0].detail  # the whole operation: one reason for all
-    prefix = _NOT_IMPLEMENTED_SKIP.match(absent[0].detail).group(0)  # type: ignore[union-attr]
+    causes = [i.not_implemented for i in absent]
+    if len(set(causes)) == 1 and len(absent) == sum(i.kind in ("case", "properties") for i in items):
+        return causes[0].text()  # type: ignore[union-attr]  # the whole operation: one reason for all
     cases = [i for i in absent if i.kind == "case"]
     parts = [f"{len(cases)} of {sum(i.kind == 'case' for i in items)} cases (first {cases[0].name}: "
-             f"{cases[0].detail.removeprefix(prefix)})"] if cases else []
-    parts += [i.detail.removeprefix(prefix) for i in absent if i.kind == "properties"]
-    return prefix + "; ".join(parts)
+             f"{cases[0].not_implemented.why})"] if cases else []  # type: ignore[union-attr]
+    parts += [i.not_implemented.why for i in absent if i.kind == "properties"]  # type: ignore[union-attr]
+    return causes[0].but("; ".join(parts)).text()  # type: ignore[union-attr]
 
 
-def _gpu_only_skips(gates: list[GateResult]) -> bool:
-    return all("gpu" in g.markers for g in gates if g.verdict in (Verdict.SKIPPED, Verdict.UNPROVEN))
+def _skipped_or_unproven(gates: list[GateResult], device_markers: frozenset[str]) -> list[str]:
+    """The gates skipped or not proven that carry no marker requiring a device (a PARTIAL claim cannot excuse them)."""
+    return [g.gate for g in gates if g.verdict in (Verdict.SKIPPED, Verdict.UNPROVEN) and not device_markers & set(g.markers)]
 
 
 def _unproven(gates: list[GateResult]) -> str:
     return ", ".join(g.gate for g in gates if g.verdict is Verdict.UNPROVEN)
 
 
-def claim_met(state: str, verdict: Verdict, gates: list[GateResult]) -> tuple[bool, str]:
-    """README "Claims": DONE needs every gate PASS (here or on evidence); PARTIAL lets gpu gates be SKIPPED or
-    UNPROVEN; the other states tolerate FAIL and NOT-IMPLEMENTED; no state excuses ERROR, INCOMPLETE or EMPTY."""
+def claim_met(state: str, verdict: Verdict, gates: list[GateResult], device_markers: frozenset[str] = frozenset()) -> tuple[bool, str]:
+    """README "Claims": DONE needs every gate PASS (here or on evidence); PARTIAL lets gates whose marker requires a
+    device (``device_markers``, e.g. gpu) be SKIPPED or UNPROVEN; the other states tolerate FAIL and NOT-IMPLEMENTED;
+    no state excuses ERROR, INCOMPLETE or EMPTY."""
     if verdict in (Verdict.ERROR, Verdict.EMPTY, Verdict.INCOMPLETE):
         return False, f"{verdict.value} is never green"
     if state == "DONE" and verdict is Verdict.UNPROVEN:
@@ -199,9 +211,10 @@ def claim_met(state: str, verdict: Verdict, gates: list[GateResult]) -> tuple[bo
     if state == "PARTIAL":
         if verdict not in (Verdict.PASS, Verdict.SKIPPED, Verdict.UNPROVEN):
             return False, f"claims PARTIAL but the verdict is {verdict.value}"
-        if not _gpu_only_skips(gates):
-            which = ", ".join(g.gate for g in gates if g.verdict in (Verdict.SKIPPED, Verdict.UNPROVEN) and "gpu" not in g.markers)
-            return False, f"claims PARTIAL, but gates that are not gpu gates were skipped or not proven: {which}"
+        which = _skipped_or_unproven(gates, device_markers)
+        if which:
+            kinds = f"that are not {'/'.join(sorted(device_markers))} gates" if device_markers else "(no marker requires a device)"
+            return False, f"claims PARTIAL, but gates {kinds} were skipped or not proven: {', '.join(which)}"
     return True, ""
 
 
@@ -239,6 +252,7 @@ class Scope:
     refused: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     simulated: set[tuple[str, str]] = field(default_factory=set)
     parity_marker: str | None = None  # gates with this marker judge the upstream-parity claim, not the lifecycle one
+    device_markers: frozenset[str] = frozenset()  # markers that require a device: a PARTIAL claim may leave their gates unrun
 
 
 def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[str, ...], scope: Scope) -> GateResult:
@@ -262,9 +276,9 @@ def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[st
     known = [i for i in items if i.kind == "known_bad"]
     return GateResult(
         row, gate.id, gate.milestone, gate.markers, verdict,
-        sum(i.outcome == "passed" for i in cases), len(gate.cases),
-        sum(i.checks for i in items if i.kind == "properties" and i.outcome in ("passed", "skipped")),  # skipped: 0, or those compared
-        sum(i.outcome == "passed" for i in known), len(gate.known_bad),
+        sum(i.outcome == ItemOutcome.PASSED for i in cases), len(gate.cases),
+        sum(i.checks for i in items if i.kind == "properties" and i.outcome in (ItemOutcome.PASSED, ItemOutcome.SKIPPED)),  # skipped: 0, or those compared
+        sum(i.outcome == ItemOutcome.PASSED for i in known), len(gate.known_bad),
         sum(i.checks for i in items), reason,
         sum(i.values for i in items if i.kind == "properties"),
         sum(i.agreed_errors for i in items if i.kind == "properties"), not_run if executed else (),
@@ -273,7 +287,7 @@ def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[st
 
 def _broken_gate(row: str, broken: BrokenGate, items: list[ItemResult]) -> GateResult:
     """A gate whose definition did not load: ERROR, for its definition item's first line (or its first problem)."""
-    reason = next((i.detail for i in items if i.outcome == "error"), f"definition error: {broken.problems[0]}")
+    reason = next((i.detail for i in items if i.outcome == ItemOutcome.ERROR), f"definition error: {broken.problems[0]}")
     return GateResult(row, broken.id, broken.milestone, (), Verdict.ERROR, 0, 0, 0, 0, 0, 0, reason,
                       executed=bool(items), run_verdict=Verdict.ERROR.value if items else "", run_reason=reason if items else "",
                       basis=(THIS_RUN,) if items else ())
@@ -311,7 +325,7 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
         for ms in row.milestones:
             ms_gates = [g for g in gate_results if g.milestone == ms.id]
             verdict = Verdict.ERROR if (row_errors or row.id in broken_rows) else worst([g.verdict for g in ms_gates])
-            met, why = claim_met(ms.state, verdict, ms_gates)
+            met, why = claim_met(ms.state, verdict, ms_gates, scope.device_markers)
             if verdict is Verdict.EMPTY and not ms_gates:
                 why = "no gate covers this milestone"
             milestone_claims.append(ClaimResult(row.id, ms.id, ms.state, verdict, met, why, ms.claimed_by))
@@ -322,7 +336,7 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
             row_claim = ClaimResult(row.id, None, row.state, Verdict.EMPTY, False, "no gate file for this row", row.claimed_by)
         else:
             verdict = worst([m.verdict for m in milestone_claims] + [g.verdict for g in not_loaded]) if milestone_claims or not_loaded else Verdict.EMPTY
-            met, why = claim_met(row.state, verdict, gate_results)
+            met, why = claim_met(row.state, verdict, gate_results, scope.device_markers)
             if met and not all(m.claim_met for m in milestone_claims):
                 met, why = False, "a milestone does not meet its claimed state"
             row_claim = ClaimResult(row.id, None, row.state, verdict, met, why, row.claimed_by)
@@ -358,58 +372,6 @@ def with_unknown_rows(report: RunReport, problems: dict[str, str]) -> RunReport:
     extra = tuple(RowReport(row, "(not in the roadmap)", ClaimResult(row, None, "-", Verdict.ERROR, False, message), (), ())
                   for row, message in problems.items())
     return replace(report, rows=report.rows + extra)
-
-
-_REQUIREMENT_SKIP = re.compile(r"^[a-z][a-z0-9_]* gate skipped: ")  # what requirement_skip() writes: marker names are lower-case
-
-
-def requirement_skip(marker: str, reason: str) -> str:
-    """The skip reason of a gate item whose marker requires what this machine lacks (plugin.RequirementSkips), e.g.
-    "gpu gate skipped: no CUDA device (...)"; exit_code tells these skips from others by it."""
-    return f"{marker} gate skipped: {reason}"
-
-
-_NOT_IMPLEMENTED_SKIP = re.compile(r"^not implemented by '[^']+': ")
-
-
-def not_implemented_skip(impl: str, why: str) -> str:
-    """The skip reason of a gate item whose operation the judged implementation does not provide; gate_verdict
-    makes the gate NOT-IMPLEMENTED by it (it backs no DONE or PARTIAL claim)."""
-    return f"not implemented by {impl!r}: {why}"
-
-
-def skipped_as_not_implemented(item: ItemResult) -> bool:
-    """The item was skipped because the judged implementation does not provide its gate's operation."""
-    return item.outcome == "skipped" and bool(_NOT_IMPLEMENTED_SKIP.match(item.detail))
-
-
-def skipped_for_requirement(item: ItemResult) -> bool:
-    """The item was skipped because a requirement of its marker (a CUDA device) is missing on this machine."""
-    return item.outcome == "skipped" and bool(_REQUIREMENT_SKIP.match(item.detail))
-
-
-def exit_code(report: RunReport) -> ExitCode:
-    """0 every row in scope meets its claim; 130 interrupted; 3 a definition/harness ERROR; when nothing ran (here or
-    on evidence): 7 nothing could run here (items were selected, and every one was skipped for want of what its
-    marker requires), else 5; 1 a claim not met; 6 the only unmet claims are UNPROVEN."""
-    if report.interrupted:
-        return ExitCode.INTERRUPTED
-    if any(r.claim.verdict is Verdict.ERROR or (r.parity is not None and r.parity.verdict is Verdict.ERROR) for r in report.rows):
-        return ExitCode.ERROR
-    ran = [i for i in report.items if i.outcome in ("passed", "failed", "error")]
-    on_evidence = [g for r in report.rows for g in r.gates if any(b != THIS_RUN for b in g.basis)]
-    if not report.rows or not (ran or on_evidence or report.evidence_offered):
-        if report.rows and report.items and all(skipped_for_requirement(i) for i in report.items):
-            return ExitCode.NOT_RUNNABLE
-        return ExitCode.EMPTY
-    unmet = [c for r in report.rows for c in (*r.milestones, r.claim) if not c.claim_met]
-    if any(r.parity is not None and r.parity.met is False for r in report.rows):
-        return ExitCode.CLAIM_NOT_MET
-    if not unmet:
-        return ExitCode.OK
-    if all(c.verdict is Verdict.UNPROVEN for c in unmet):
-        return ExitCode.UNPROVEN
-    return ExitCode.CLAIM_NOT_MET
 
 
 def interrupted(report: RunReport, signal_name: str) -> RunReport:

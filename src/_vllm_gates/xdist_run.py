@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from _vllm_gates.items import ItemIdentity, ItemKind, ItemRecord
+from _vllm_gates.outcomes import SkipCause, from_data, to_data
 from _vllm_gates.profiles import current_profile_name
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def is_controller(config: pytest.Config) -> bool:
     return not is_worker(config) and getattr(config.option, "dist", "no") != "no"
 
 
-def attach(report: pytest.TestReport, identity: ItemIdentity, record: ItemRecord | None) -> None:
+def attach(report: pytest.TestReport, identity: ItemIdentity, record: ItemRecord | None, cause: SkipCause | None) -> None:
     """Put what the controller needs of a gate item's phase into its report."""
     payload = {"row": identity.row, "gate": identity.gate, "milestone": identity.milestone, "kind": identity.kind.value,
                "line": identity.line}
@@ -48,17 +49,19 @@ def attach(report: pytest.TestReport, identity: ItemIdentity, record: ItemRecord
         payload["record"] = {"checks": record.checks, "rejected_by": record.rejected_by,
                              "harness_error": record.harness_error, "values": record.values,
                              "agreed_errors": record.agreed_errors}
+    if cause is not None:
+        payload["cause"] = to_data(cause)
     report.user_properties.append((KEY, payload))
 
 
-def payload_of(report: pytest.TestReport) -> tuple[ItemIdentity, ItemRecord | None] | None:
-    """The identity and record a worker attached to this report, or None (not a gate item)."""
+def payload_of(report: pytest.TestReport) -> tuple[ItemIdentity, ItemRecord | None, SkipCause | None] | None:
+    """The identity, record and skip cause a worker attached to this report, or None (not a gate item)."""
     found = next((value for name, value in getattr(report, "user_properties", ()) if name == KEY), None)
     if found is None:
         return None
     identity = ItemIdentity(found["row"], found["gate"], found["milestone"], ItemKind(found["kind"]), found["line"])
     record = ItemRecord(**found["record"]) if "record" in found else None
-    return identity, record
+    return identity, record, from_data(found["cause"]) if "cause" in found else None
 
 
 def manifest(run: "GateRun") -> dict[str, Any]:
@@ -112,7 +115,7 @@ class Controller:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         found = payload_of(report)
         if found is not None:
-            self.run.fold(report.nodeid, found[0], found[1], report)
+            self.run.fold(report.nodeid, *found, report)
         elif report.failed:  # another test, or a gate item whose worker died before it could report
             self.run.other_failures += 1
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.audit import STAND_IN_WIDTH, AuditLine, audit_table
+from _vllm_gates.audit import STAND_IN_WIDTH, AuditLine, StandIn, audit_table
 from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.reports import display_width, fixed_width
 from tests.harness.conftest import EXAMPLE, GATE_FILE
@@ -128,9 +128,9 @@ def test_fixed_width_columns_count_terminal_columns_and_escape_control_character
 
 def test_a_long_stand_in_state_is_cut_in_its_cell_and_given_whole_under_the_audit_table():
     long_state = "ERROR: " + "the builder failed: " * 20
-    lines = [AuditLine("ROW-A", "short", "fails (case 'c1')", 3, 3, ExitCode.OK),
-             AuditLine("ROW-A", "long", long_state, 0, 2, ExitCode.ERROR),
-             AuditLine("ROW-B", "wide", "fails (case 'c2') 通义千问", 1, 1, ExitCode.OK)]
+    lines = [AuditLine("ROW-A", "short", "fails (case 'c1')", 3, 3, StandIn.REJECTED),
+             AuditLine("ROW-A", "long", long_state, 0, 2, StandIn.ERROR),
+             AuditLine("ROW-B", "wide", "fails (case 'c2') 通义千问", 1, 1, StandIn.REJECTED)]
     text = audit_table(lines).splitlines()
     table, notes = text[:4], text[5:]
     assert all(line.endswith("rejected") for line in table[1:]), table
@@ -143,9 +143,9 @@ def test_a_long_stand_in_state_is_cut_in_its_cell_and_given_whole_under_the_audi
 
 
 def test_gates_audit_shows_a_skipped_gpu_gate_without_running_its_cell_into_the_next(example, monkeypatch):
-    from _vllm_gates import plugin
+    from _vllm_gates import requirements
 
-    monkeypatch.setitem(plugin.REQUIREMENT_CHECKS, "cuda", lambda: "no CUDA device (torch.cuda.is_available() is False)")
+    monkeypatch.setitem(requirements.DETECTORS, "cuda", lambda project: "no CUDA device (torch.cuda.is_available() is False)")
     example.add_gate("on-gpu", "[gpu]")
     result = example.gates("audit")
     assert result.code == 0, result.text
@@ -175,9 +175,9 @@ def test_the_run_table_columns_line_up_under_their_rule(example):
 @pytest.fixture
 def gpu_only(example, monkeypatch):
     """The example row with only a gpu gate, claimed PARTIAL (a skipped gpu gate meets it), on a machine without CUDA."""
-    from _vllm_gates import plugin
+    from _vllm_gates import requirements
 
-    monkeypatch.setitem(plugin.REQUIREMENT_CHECKS, "cuda", lambda: "no CUDA device (torch.cuda.is_available() is False)")
+    monkeypatch.setitem(requirements.DETECTORS, "cuda", lambda project: "no CUDA device (torch.cuda.is_available() is False)")
     example.edit("markers: [cpu]", "markers: [gpu]")
     example.set_roadmap({"EXAMPLE-ROW": ("PARTIAL", {"M1": "PARTIAL"})})
     return example

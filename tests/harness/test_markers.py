@@ -80,11 +80,11 @@ def test_a_definition_error_item_is_selected_by_every_marker(example):
 
 def test_a_requirement_is_checked_only_when_a_selected_item_needs_it(example, monkeypatch):
     """`-m cpu` deselects the gpu items before their requirement is asked for: the judge never imports torch for it."""
-    from _vllm_gates import plugin
+    from _vllm_gates import requirements
 
     example.add_gate("on-gpu", "[gpu]")
     asked = []
-    monkeypatch.setitem(plugin.REQUIREMENT_CHECKS, "cuda", lambda: asked.append("cuda") or "no CUDA device (test)")
+    monkeypatch.setitem(requirements.DETECTORS, "cuda", lambda project: asked.append("cuda") or "no CUDA device (test)")
     example.pytest("-m", "cpu", "gates").assert_outcomes(passed=7)
     assert asked == []
     result = example.pytest("-rs", "-m", "gpu", "gates")

@@ -1,0 +1,63 @@
+"""An item's outcome and why it was skipped, as data from where the skip arises to the verdict (issue 27, item 1).
+
+The sentences reports show are rendered from these (``text``); nothing reads a sentence back. A cause crosses
+pytest-xdist as plain data (``to_data`` / ``from_data``) beside the item's report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Mapping, Union
+
+
+class ItemOutcome(str, Enum):
+    """What one gate item did in a run (its phases folded: a failure outside the call is an error)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class RequirementUnmet:
+    """Skipped: the item's marker requires what this machine lacks (e.g. marker gpu, requirement cuda)."""
+
+    marker: str
+    requirement: str
+    reason: str
+
+    def text(self) -> str:
+        return f"{self.marker} gate skipped: {self.reason}"
+
+
+@dataclass(frozen=True)
+class NotImplementedBy:
+    """Skipped: the judged implementation does not provide (all of) the gate's operation; the gate is NOT-IMPLEMENTED."""
+
+    impl: str
+    why: str
+
+    def text(self) -> str:
+        return f"not implemented by {self.impl!r}: {self.why}"
+
+    def but(self, why: str) -> NotImplementedBy:
+        """The same implementation, another account of what it lacks."""
+        return NotImplementedBy(self.impl, why)
+
+
+SkipCause = Union[RequirementUnmet, NotImplementedBy]
+_KINDS: dict[str, type[RequirementUnmet] | type[NotImplementedBy]] = {
+    "requirement-unmet": RequirementUnmet, "not-implemented": NotImplementedBy}
+
+
+def to_data(cause: SkipCause) -> dict[str, str]:
+    """The cause as plain data (it travels in a report's ``user_properties`` between xdist processes)."""
+    kind = next(name for name, cls in _KINDS.items() if isinstance(cause, cls))
+    return {"kind": kind, **{name: str(value) for name, value in vars(cause).items()}}
+
+
+def from_data(data: Mapping[str, Any]) -> SkipCause:
+    """The cause ``to_data`` wrote."""
+    fields = dict(data)
+    return _KINDS[fields.pop("kind")](**fields)
