@@ -54,11 +54,11 @@ def _wanted(gate: Gate) -> set[str]:
 def selected_gates(project: Project, rows: list[str], markexpr: str) -> list[tuple[GateFile, Gate]]:
     """The gates `gates audit ROW… --marker M` audits: those of the rows asked for (all when none) whose markers the
     -m expression selects (every gate for ``all``)."""
-    from _pytest.mark.expression import Expression
+    from _vllm_gates.pytest_compat import marker_expression
 
-    expression = Expression.compile(markexpr) if markexpr else None
+    keeps = marker_expression(markexpr) if markexpr else None
     return [(gf, gate) for gf in project.gate_files if not rows or gf.row in rows for gate in gf.gates
-            if expression is None or expression.evaluate(lambda name, /, **kwargs: name in gate.markers)]
+            if keeps is None or keeps(gate.markers)]
 
 
 def split(project: Project, gates: list[tuple[GateFile, Gate]], evidence: list[str], impl: str) -> Split:

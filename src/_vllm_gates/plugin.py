@@ -1,8 +1,9 @@
 """The pytest plugin, the one engine behind `pytest` and `gates`: collects gate files, judges rows when the run ends.
 
-Inert unless the rootdir's pyproject.toml has a `[tool.vllm-gates]` table: then it registers the project's markers,
-collects its gate files into items, records each item's outcome, and at the end of the session prints the row
-table, writes the reports, adds one JUnit test case per claim and sets the exit status from the claims.
+Registered by the `pytest11` entry (`pytest_entry.py`, which also declares the options) only where the rootdir's
+pyproject.toml has a `[tool.vllm-gates]` table: then it registers the project's markers, collects its gate files into
+items, records each item's outcome, and at the end of the session prints the row table, writes the reports, adds one
+JUnit test case per claim and sets the exit status from the claims.
 """
 from __future__ import annotations
 
@@ -32,25 +33,6 @@ from _vllm_gates.targets import resolve
 from _vllm_gates.worker_pool import WorkerLost, WorkerPool, WorkerSpec
 
 _RUN = pytest.StashKey[GateRun]()
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("vllm-gates", "vllm-gates (active where pyproject.toml has [tool.vllm-gates])")
-    group.addoption("--gates-audit", action="store_true", default=False,
-                    help="run only each gate's audit stand-in and known-bad entries, and print the audit table")
-    group.addoption("--gates-row", action="append", default=[], metavar="ROW",
-                    help="judge only this row (repeatable); other rows' gate files are not collected")
-    group.addoption("--gates-changed-since", metavar="REF",
-                    help="judge only the rows that changes since the git ref REF can affect (files their gates import, "
-                         "sources, row folder, gate file, spec, roadmap entry; the harness or pyproject.toml: every row)")
-    group.addoption("--gates-json", metavar="F", help="write the run's verdicts as JSON to F")
-    group.addoption("--gates-markdown", metavar="F", help="write the run's verdicts as Markdown to F")
-    group.addoption("--gates-impl", metavar="NAME", default=None,
-                    help="judge this implementation (`python`, the default, or one of [tool.vllm-gates.implementations]); "
-                         "an external one is built first when its sources changed")
-    group.addoption("--gates-evidence", action="append", default=[], metavar="F",
-                    help="the JSON report of an earlier run (another machine's): gates it executed under the fingerprint "
-                         "they have now count toward the verdicts (repeatable)")
 
 
 def gate_run(config: pytest.Config) -> GateRun | None:

@@ -213,10 +213,9 @@ class GateRun:
         """Whether the run's -m expression keeps an item with these markers (every one without an expression)."""
         if not self.markexpr:
             return lambda markers: True
-        from _pytest.mark.expression import Expression
+        from _vllm_gates.pytest_compat import marker_expression
 
-        expression = Expression.compile(self.markexpr)
-        return lambda markers: expression.evaluate(lambda name, /, **kwargs: name in markers)
+        return marker_expression(self.markexpr)
 
     def finish(self, config: pytest.Config | None, pytest_status: int) -> int:
         """Judge the run, write its reports and return the session's exit status (config None: pytest did not run)."""
@@ -280,10 +279,10 @@ class GateRun:
 
 def _add_claims_to_junit(config: pytest.Config, report: RunReport) -> None:
     """One JUnit test case per row and milestone claim, so CI that reads JUnit sees what the row table says."""
-    from _pytest.junitxml import xml_key
+    from _vllm_gates.pytest_compat import junit_writer
 
-    xml = config.stash.get(xml_key, None)
-    if xml is None:
+    write = junit_writer(config)
+    if write is None:
         return
     for row in report.rows:
         for claim in (c for c in (*row.milestones, row.claim) if c.judged):  # a partial selection judges none
@@ -291,7 +290,7 @@ def _add_claims_to_junit(config: pytest.Config, report: RunReport) -> None:
             outcome = "passed" if claim.claim_met else "failed"
             longrepr = None if claim.claim_met else f"{claim.verdict.value}: {claim.reason}"
             for when, result in (("call", outcome), ("teardown", "passed")):
-                xml.pytest_runtest_logreport(pytest.TestReport(
+                write(pytest.TestReport(
                     nodeid=f"vllm-gates::{name}", location=("vllm-gates", 0, name), keywords={}, outcome=result,
                     longrepr=longrepr if when == "call" else None, when=when, duration=0.0))
 
