@@ -187,3 +187,17 @@ def test_a_part_that_is_missing_or_repeats_a_gate_is_refused(example):
     assert repeated.code == 3
     assert f"gates/rows/example/m2.yaml:{example.line('id: page-bytes', relative='gates/rows/example/m2.yaml')}:" in repeated.text
     assert "duplicate gate id 'page-bytes' (first at gates/rows/example/m1.yaml:" in repeated.text
+
+
+@pytest.mark.parametrize("route, verdict", [("also", "PASS"), ("also-by-reference", "FAIL")])
+def test_a_case_expecting_an_error_reaches_upstream_only_by_reference(example, route, verdict):
+    """A case with `raises` is never sent to a reference; `also-by-reference` drops it on the leg, so upstream's
+    outcome (here a stand-in that accepts negative heads) judges the impl's error."""
+    accepting = STAND_IN.replace("    return", "    if heads < 0:\n        return 0\n    return")
+    _folded(example, stand_in=accepting, route="only")
+    example.edit("        raises: {type: ValueError, match: \"heads must be >= 0\"}\n",
+                 f"        raises: {{type: ValueError, match: \"heads must be >= 0\"}}\n        upstream: {route}\n")
+    result, report = example.run_json()
+    leg = example.gate(report, "page-bytes:upstream")
+    assert leg["verdict"] == verdict, result.text
+    assert example.gate(report)["verdict"] == "PASS"
