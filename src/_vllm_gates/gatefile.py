@@ -299,7 +299,8 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> tupl
                 build_oracle, compare, tuple(cases), properties, tuple(known_bad), description, timeout, operation)
     if "upstream" not in body:
         return gate, []
-    return gate, legs(reader, body, key, gate, routes, every_case, reader.parity_marker, LegParts(_target, _properties))
+    parts = LegParts(_target, _properties, context.declared, context.spec)
+    return gate, legs(reader, body, key, gate, routes, every_case, reader.parity_marker, parts)
 
 
 def _impl_side(reader: GateReader, body: YMap, key: str) -> tuple[str | None, TargetRef | None, TargetRef | None, TargetRef | None]:

@@ -76,6 +76,8 @@ class LegParts:
 
     target: Callable[[Reader, YMap, str, str], Optional[TargetRef]]  # (reader, mapping, name, key)
     properties: Callable[[Reader, YMap, str, bool], Optional[Properties]]  # (reader, mapping holding it, key, has_oracle)
+    requirements: Optional[frozenset[str]] = None  # the ids the row's spec declares (None: not known), for `covers`
+    spec: Optional[str] = None  # the spec file, as the gate file names it
 
 
 def legs(reader: Reader, body: YMap, key: str, gate: Gate, routes: dict[str, CaseRoute], cases: list[Case],
@@ -143,13 +145,16 @@ def _leg(reader: Reader, spec: YMap, oracle_key: str, key: str, gate: Gate, name
     known_bad = _known_bad(reader, spec, key, gate, parts) if oracle_key == "oracle" else ()
     covers = gate.covers
     if oracle_key == "oracle" and "covers" in spec:
-        written, _ = reader.string_list(spec, "covers", f"{key}.covers", REQUIREMENT_ID, non_empty=True)
+        written, places = reader.string_list(spec, "covers", f"{key}.covers", REQUIREMENT_ID, non_empty=True)
+        for requirement, place in zip(written, places):
+            if parts.requirements is not None and requirement not in parts.requirements:
+                reader.problem(place, f"{key}.covers", f"requirement {show(requirement)} is not declared in {parts.spec}")
         covers = tuple(written) or covers
     if not cases and properties is None:
         reader.problem(location_of(spec, oracle_key), key, f"the {name} leg checks nothing: no case names it "
                                                            "(`upstream:` on a case) and it has no `properties`")
         return None
-    description = spec.get("description") if oracle_key == "oracle" and isinstance(spec.get("description"), str) else None
+    description = reader.string(spec, "description", f"{key}.description") if oracle_key == "oracle" else None
     if oracle is None:
         return None
     return replace(gate, id=leg_id(gate.id, name), location=location_of(spec, oracle_key) or gate.location, covers=covers,
@@ -159,7 +164,7 @@ def _leg(reader: Reader, spec: YMap, oracle_key: str, key: str, gate: Gate, name
 
 
 def _properties(reader: Reader, spec: YMap, key: str, gate: Gate, parts: LegParts) -> Properties | None:
-    """The leg's generated inputs; `strategy` defaults to the gate's own."""
+    """The leg's generated inputs; `strategy` (and with it `max_examples` and `min_value_share`) default to the gate's."""
     if "properties" not in spec:
         return None
     body = spec["properties"]
@@ -167,9 +172,12 @@ def _properties(reader: Reader, spec: YMap, key: str, gate: Gate, parts: LegPart
         where = location_of(spec, "properties")
         reader.keys(body, f"{key}.properties", set(), {"max_examples", "min_value_share"})
         share = body.get("min_value_share", gate.properties.min_value_share)
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            reader.problem(location_of(body, "min_value_share"), f"{key}.properties.min_value_share",
+                           f"expected a number in [0, 1], got {show(share)}")
+            share = 0.0
         max_examples = reader.positive_int(body, "max_examples", f"{key}.properties.max_examples", gate.properties.max_examples)
-        return Properties(gate.properties.strategy, max_examples, where or gate.properties.location,  # type: ignore[arg-type]
-                          float(share) if isinstance(share, (int, float)) and not isinstance(share, bool) else 0.0)
+        return Properties(gate.properties.strategy, max_examples, where or gate.properties.location, float(share))
     return parts.properties(reader, spec, key, True)
 
 

@@ -201,3 +201,15 @@ def test_a_case_expecting_an_error_reaches_upstream_only_by_reference(example, r
     leg = example.gate(report, "page-bytes:upstream")
     assert leg["verdict"] == verdict, result.text
     assert example.gate(report)["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize("leg, message", [
+    (LEG + "      covers: [EX-9.9]\n", "requirement 'EX-9.9' is not declared in spec/example.md"),
+    (LEG + "      properties: {min_value_share: 2}\n", "expected a number in [0, 1], got 2"),
+    (LEG + "      description: [not, text]\n", "expected a non-empty string"),
+])
+def test_a_legs_own_settings_are_checked_as_a_gates(example, leg, message):
+    _folded(example, leg=leg)
+    result = example.gates("list")
+    assert result.code == 3, result.text
+    assert message in result.text and f"gate.yaml:{example.line(leg.splitlines()[-1].strip())}:" in result.text
