@@ -18,7 +18,8 @@ pytestmark = pytest.mark.cpu
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "tests" / "example_project"
 SCHEMA = json.loads((REPO / "src" / "_vllm_gates" / "schema" / "gate-file.schema.json").read_text())
-GATE_FILES = sorted((REPO / "gates" / "rows").glob("*/gate.yaml")) + [EXAMPLE / "gates" / "rows" / "example" / "gate.yaml"]
+GATE_FILES = sorted((REPO / "gates" / "rows").glob("*/gate.yaml")) + sorted((REPO / "gates" / "rows").glob("*/m[0-9].yaml")) + \
+    [EXAMPLE / "gates" / "rows" / "example" / "gate.yaml"]
 
 
 def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:

@@ -8,25 +8,26 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+
+from _vllm_gates.config import load_config
+from _vllm_gates.model import GateFile
+from _vllm_gates.project import load_project
 
 ROOT = Path(__file__).resolve().parents[1]
-GATE_FILES = sorted((ROOT / "gates" / "rows").glob("*/gate.yaml"))
+GATE_FILES = load_project(load_config(ROOT)).gate_files  # with their part files and `upstream:` legs
 FORBIDDEN = ("impl", "oracles", "torch")
 
 pytestmark = pytest.mark.cpu
 
 
-def _judge_modules(gate_file: Path) -> list[str]:
-    """The modules of the gate file's compare and strategy targets (`.x` is relative to the row folder)."""
-    gates = yaml.safe_load(gate_file.read_text(encoding="utf-8"))["gates"]
-    targets = [gate["compare"] for gate in gates if "compare" in gate]
-    targets += [gate["properties"]["strategy"] for gate in gates if "properties" in gate]
-    package = gate_file.parent.relative_to(ROOT).as_posix().replace("/", ".")
-    return sorted({(package + t.split(":")[0]) if t.startswith(".") else t.split(":")[0] for t in targets})
+def _judge_modules(gate_file: GateFile) -> list[str]:
+    """The modules of the gate file's compare and strategy targets, its gates' legs included."""
+    targets = [gate.compare for gate in gate_file.gates if gate.compare]
+    targets += [gate.properties.strategy for gate in gate_file.gates if gate.properties]
+    return sorted({t.module for t in targets})
 
 
-JUDGE_MODULES = [module for gate_file in GATE_FILES for module in _judge_modules(gate_file)]
+JUDGE_MODULES = sorted({module for gate_file in GATE_FILES for module in _judge_modules(gate_file)})
 
 
 def test_every_row_names_judge_side_modules():

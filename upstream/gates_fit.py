@@ -2,19 +2,19 @@
 shapes of the row's operations (gates/rows/road_v1_mem/operations.yaml).
 
 - ``check_enough_kv_cache_memory``: ``upstream.kv_fit``'s (vllm/v1/core/kv_cache_planning.py: the null block held
-  back, then vLLM's two refusals), on the row's fit shape; gate ``upstream-kv-fit-check``.
+  back, then vLLM's two refusals), on the row's fit shape; gate ``kv-fit-check:upstream``.
 - ``available_kv_cache_memory``: ``Worker.determine_available_memory`` (vllm/v1/worker/gpu_worker.py) run on a
   PROFILE CASE with the device faked (``upstream.memory.worker_available_memory``), checked against the two
   profile deviations of spec/deviations.yaml first: where free memory grew during the profile vLLM's worker must
   still fail its ``assert`` (profile-free-memory-grew), and a budget <= 0 must still be returned and refused only by
   vLLM's fit check, with its no-memory message (profile-empty-budget-refused-early). A declaration that no longer
   holds raises ``AssertionError`` naming it; otherwise the answer is vLLM's number, or the ``ValueError`` the
-  deviation declares for the port, with vLLM's own text. Gate ``upstream-profile-kv-budget``.
+  deviation declares for the port, with vLLM's own text. Gate ``profile-kv-budget:upstream``.
 - ``requested_memory``: ``request_memory`` (vllm/v1/worker/utils.py) on a start-up reading.
 - ``util_path_num_blocks``: the profiled utilization path end to end (MEM-3.3, MEM-3.5): the worker's KV budget
   (the byte knob, or the profile's), then the pool's block count as vLLM's planner takes it, the budget over one
   block of the one group (vllm/v1/core/kv_cache_planning.py ``get_kv_cache_configs``: ``available_memory //
-  bytes_per_block``). Gate ``upstream-profile-util-blocks``.
+  bytes_per_block``). Gate ``profile-util-blocks:upstream``.
 
 vLLM is imported on the first call, not on import (see upstream/gates_mem.py).
 """
@@ -68,7 +68,7 @@ def available_kv_cache_memory(case: Mapping[str, Any]) -> int:
             raise _stale("profile-free-memory-grew", "fail its profiling assert", got)
         raise ValueError(got)
     if kind != "value":
-        raise AssertionError(f"upstream-profile-kv-budget: vLLM's worker asserted on a case whose free memory did not "
+        raise AssertionError(f"profile-kv-budget:upstream: vLLM's worker asserted on a case whose free memory did not "
                              f"grow: {got}")
     if got > 0:
         return got
@@ -99,7 +99,7 @@ def util_path_num_blocks(case: Mapping[str, Any]) -> int:
     from upstream import memory
 
     if not case.get("profiled", True):
-        raise AssertionError("upstream-profile-util-blocks: an unprofiled case (the port's 256-block fallback) has "
+        raise AssertionError("profile-util-blocks:upstream: an unprofiled case (the port's 256-block fallback) has "
                              "no vLLM counterpart; not this gate's")
     kv_bytes = int(case.get("kv_cache_memory_bytes", 0))
     budget = memory.worker_available_memory(case, kv_bytes) if kv_bytes else available_kv_cache_memory(case)

@@ -1,6 +1,6 @@
 """vLLM 0.33.0 as the oracle of ROAD-V1-MEM's model-bytes-per-block (MEM-2.10, MEM-2.11), in the operation's shape.
 
-- ``model_bytes_per_block``: the agreeing gate ``upstream-model-geometry``. vLLM's per-layer specs of the model at
+- ``model_bytes_per_block``: the agreeing gate ``model-geometry:upstream``. vLLM's per-layer specs of the model at
   the TP size (upstream/model_geometry.py ``layer_specs``: ModelConfig's getters, vllm/config/model.py) and one
   block of vLLM's pool by vLLM's own grouping (vllm/v1/core/kv_cache_planning.py ``_pool_bytes_per_block``); vLLM's
   refusal of the TP size (``verify_with_parallel_config``) as a ``ValueError`` with its message. Only models vLLM
@@ -81,11 +81,11 @@ def model_bytes_per_block(config: Mapping[str, Any], tensor_parallel_size: int =
     layers = _layers(config, tensor_parallel_size, block_size, kv_cache_dtype)
     if _uneven_kv(layers) is not None:
         raise AssertionError(f"uneven KV-head shards {_uneven_kv(layers)}: the deviation {UNEVEN} "
-                             f"(upstream-model-uneven-kv-shards), not this gate's")
+                             f"(model-geometry:uneven-kv-shards), not this gate's")
     pool = model_geometry.pool_of(layers)
     if _is_hybrid(pool):
         raise AssertionError(f"vLLM groups this model in {len(pool['groups'])} KV cache groups: the deviation "
-                             f"{HYBRID} (upstream-hybrid-pool-deviation), not this gate's")
+                             f"{HYBRID} (model-geometry:hybrid-pool), not this gate's")
     return int(pool["pool_bytes_per_block"])
 
 

@@ -4,7 +4,7 @@ and max-memory-usage-bytes (gates/rows/road_v1_mem/operations.yaml), for the ups
 - ``page_size_bytes``: ``upstream.kv_specs.page_size_bytes`` in its backend layout (what vLLM allocates for such a
   layer); vLLM's refusals, bare ``assert`` statements, as ``ValueError``: a padded page below the real page
   (``page_size_bytes``, vllm/v1/kv_cache_interface.py) and NVFP4 with unequal K and V widths (FlashInfer's
-  ``customize_spec``, vllm/v1/attention/backends/flashinfer.py). Agreeing gate: ``upstream-kv-page-size``.
+  ``customize_spec``, vllm/v1/attention/backends/flashinfer.py). Agreeing gate: ``kv-page-size:upstream``.
 - ``page_size_as_declared``: the checking view of the KV-spec deviations in spec/deviations.yaml. It first asserts
   that vLLM still builds the SPEC as the deviation declares (a page where the port refuses, or a raw dataclass page
   that differs from the backend's), then answers with the port's declared outcome: the refusal (``ValueError``, or

@@ -2,7 +2,7 @@
 the row's operations (operations.yaml: parse-size, kv-quant-modes, kv-quant-mode-of).
 
 - ``parse_size``: ``human_readable_int`` (vllm/utils/argparse_utils.py) with the row's signature; on the texts both
-  read (vLLM's own syntax), the agreeing gate ``upstream-size-parsing``.
+  read (vLLM's own syntax), the agreeing gate ``size-parsing:upstream``.
 - ``size_as_declared``: the checking view of the size-parser deviations in spec/deviations.yaml. It first asserts
   that vLLM still reads the text as each deviation declares (a refusal of an explicit unit, the float product of a
   decimal, Python's ``int()`` of a signed text ...), then answers with vLLM's own reading of the same quantity in

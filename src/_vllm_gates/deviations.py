@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Collection
 
 from _vllm_gates.config import Config
-from _vllm_gates.errors import DefinitionError, Location
+from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.fields import Reader, show
 from _vllm_gates.model import GateFile
 from _vllm_gates.yamlsource import load_yaml, location_of
@@ -71,11 +71,29 @@ def load_deviations(config: Config, gate_files: tuple[GateFile, ...], broken: Co
             reader.problem(location_of(entry, "operation"), f"{key}.operation",
                            f"operation {show(values['operation'])} is not declared in {gate_file.folder}/operations.yaml")
         gate = next((g for g in gate_file.gates if g.id == values["checked_by"]), None)
-        if gate is None or marker not in gate.markers:
+        legs = [g for g in gate_file.gates if g.leg_of == values["checked_by"]]  # its `upstream:` legs carry the marker
+        if gate is None or (marker not in gate.markers and not any(marker in leg.markers for leg in legs)):
             what = "is not a gate of" if gate is None else f"does not carry the {marker!r} marker in"
             reader.problem(location_of(entry, "checked_by"), f"{key}.checked_by",
                            f"{show(values['checked_by'])} {what} {gate_file.path}: a deviation is checked against upstream itself")
         found.append(Deviation(name, where, **values))  # type: ignore[arg-type]
+    reader.problems.extend(_unknown_in_legs(gate_files, found, shown))
     if reader.problems:
         raise DefinitionError(reader.problems)
     return tuple(found)
+
+
+def _unknown_in_legs(gate_files: tuple[GateFile, ...], found: list[Deviation], shown: str) -> list[Problem]:
+    """A deviation leg (`upstream.deviations` of a gate) that checks a deviation the file does not declare for its
+    gate, row and operation: the problem at the leg's line."""
+    declared = {(d.id, d.row, d.checked_by): d.operation for d in found}
+    problems = []
+    for gate_file in gate_files:
+        for leg in gate_file.gates:
+            for deviation in leg.deviations:
+                operation = declared.get((deviation, gate_file.row, leg.leg_of or ""))
+                if operation is None or (leg.operation is not None and operation != leg.operation):
+                    where = f"row {gate_file.row}, checked_by {leg.leg_of}" + (f", operation {leg.operation}" if leg.operation else "")
+                    problems.append(Problem(leg.location, f"{leg.id}.checks",
+                                            f"deviation {show(deviation)} is not declared in {shown} for {where}"))
+    return problems

@@ -17,6 +17,7 @@ from _vllm_gates.roadmap import ROW_ID
 from _vllm_gates.specdoc import REQUIREMENT_ID, requirements_in
 from _vllm_gates.config import is_absolute, outside_root
 from _vllm_gates.errors import DefinitionError, Location, Problem
+from _vllm_gates.upstream_legs import ORACLE_ONLY, CaseRoute, LegParts, case_route, legs
 from _vllm_gates.yamlsource import YList, YMap, file_kind, load_yaml, location_of, to_plain
 
 GATE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -24,21 +25,24 @@ CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 EXCEPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_CASE_NAMES = ("properties", "audit")
 
-FILE_KEYS_REQUIRED = {"row", "title", "spec", "gates"}
-FILE_KEYS_OPTIONAL = {"sources", "notes"}
+FILE_KEYS_REQUIRED = {"row", "title", "spec", "gates"}  # `gates` may be left to `parts`
+FILE_KEYS_OPTIONAL = {"sources", "notes", "parts"}
+PART_KEYS_REQUIRED, PART_KEYS_OPTIONAL = {"row", "gates"}, {"milestone", "notes"}  # a part file (`parts:`)
+PART_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.ya?ml$")  # a file in the row's folder
 GATE_KEYS_REQUIRED = {"id", "milestone", "covers", "markers"}  # and exactly one of `impl` or `operation`
 GATE_KEYS_OPTIONAL = {"impl", "operation", "oracle", "build", "compare", "cases", "properties", "known_bad", "description",
-                      "timeout"}
-CASE_KEYS = {"input", "expect", "raises", "note"}
+                      "timeout", "upstream"}
+CASE_KEYS = {"input", "expect", "raises", "note", "upstream"}
 
 
 class GateReader(Reader):
     """A Reader that also knows the row folder's package (for `.module` targets) and the configured markers."""
 
     def __init__(self, path: str, anchor: str | None, folder: str, markers: tuple[str, ...],
-                 operations: tuple[Operation, ...] = (), operations_file: str = ""):
+                 operations: tuple[Operation, ...] = (), operations_file: str = "", parity_marker: str | None = None):
         super().__init__(path)
-        self.anchor, self.folder, self.markers = anchor, folder, markers
+        self.anchor, self.folder, self.markers, self.parity_marker = anchor, folder, markers, parity_marker
+        self.default_milestone: str | None = None  # a part file's `milestone:`, for its gates that name none
         self.operations, self.operations_file = {op.name: op for op in operations}, operations_file
 
 
@@ -99,7 +103,8 @@ def _plain_case(name: str, where: Location | None, data: object, has_expect: boo
     return case
 
 
-def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> list[Case]:
+def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool, routes: dict[str, CaseRoute]) -> list[Case]:
+    """The gate's cases; ``routes`` gets the `upstream:` of each case that has one (upstream_legs.py)."""
     if "cases" not in gate:
         return []
     cases_map = reader.mapping(gate["cases"], f"{key}.cases", location_of(gate, "cases"))
@@ -110,7 +115,8 @@ def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> list[C
     case_name, keys = CASE_NAME.match, CASE_KEYS.issuperset
     for name, body in cases_map.items():
         # the common case, read without a problem: a named mapping of known keys with `expect` (or an oracle)
-        if (type(name) is str and type(body) is YMap and "raises" not in body and keys(body) and case_name(name)
+        if (type(name) is str and type(body) is YMap and "raises" not in body and "upstream" not in body and keys(body)
+                and case_name(name)
                 and name not in RESERVED_CASE_NAMES and ("expect" in body or has_oracle)
                 and ("input" not in body or type(body["input"]) is YMap)):
             expect = body.get("expect")
@@ -131,25 +137,38 @@ def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> list[C
                            f"expected a mapping of the call's arguments (omit `input` for none), got "
                            f"{type_name(case['input'])} {show(case['input'])}")
         raises = _raises(reader, case, case_key) if "raises" in case else None
+        route = case_route(reader, case, case_key) if "upstream" in case else None
+        if route is not None:
+            routes[name] = route
         if "expect" in case and "raises" in case:
             reader.problem(where, case_key, "a case has either `expect` or `raises`, not both")
-        if "expect" not in case and "raises" not in case and not has_oracle:
+        if "expect" not in case and "raises" not in case and not (has_oracle if route is None or route.oracle_leg else True):
             reader.problem(where, case_key, "a case needs `expect` or `raises` when the gate has no `oracle`")
         out.append(Case(name, where, to_plain(case.get("input", {})), "expect" in case, to_plain(case.get("expect")), raises))
     return out
 
 
-def _properties(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> Properties | None:
+def by_convention(reader: GateReader, operation: str, attribute: str, where: Location | None) -> TargetRef:
+    """A target the gate leaves to convention (docs/gating-a-port.md): ``attribute`` of the operation's own helper
+    module in the row folder, `.OPERATION_NAME:attribute` (dashes as underscores)."""
+    return TargetRef(f".{operation.replace('-', '_')}:{attribute.replace('-', '_')}", where or Location(reader.path, 1, 1),
+                     reader.anchor)
+
+
+def _properties(reader: GateReader, gate: YMap, key: str, has_oracle: bool, operation: str | None = None) -> Properties | None:
+    """The gate's generated inputs; with `operation:`, `strategy` defaults to `.OPERATION:strategy`."""
     if "properties" not in gate:
         return None
     where = location_of(gate, "properties")
     body = reader.mapping(gate["properties"], f"{key}.properties", where)
     if body is None:
         return None
-    reader.keys(body, f"{key}.properties", {"strategy"}, {"max_examples", "min_value_share"})
+    conventional = operation is not None and reader.anchor is not None and "strategy" not in body
+    reader.keys(body, f"{key}.properties", set() if conventional else {"strategy"}, {"strategy", "max_examples", "min_value_share"})
     if not has_oracle:
         reader.problem(where, f"{key}.properties", "properties compare impl with the oracle: the gate needs an `oracle`")
-    strategy = _target(reader, body, "strategy", f"{key}.properties.strategy")
+    strategy = by_convention(reader, operation, "strategy", where) if conventional else \
+        _target(reader, body, "strategy", f"{key}.properties.strategy")  # type: ignore[arg-type]
     max_examples = reader.positive_int(body, "max_examples", f"{key}.properties.max_examples", 100)
     share = body.get("min_value_share", 0.0)
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
@@ -159,9 +178,12 @@ def _properties(reader: GateReader, gate: YMap, key: str, has_oracle: bool) -> P
     return Properties(strategy, max_examples, where, float(share)) if strategy else None
 
 
-def _known_bad(reader: GateReader, gate: YMap, key: str) -> list[KnownBad]:
+def _known_bad(reader: GateReader, gate: YMap, key: str, operation: str | None = None) -> list[KnownBad]:
+    """`name: target` entries; with `operation:`, a list of names is `.OPERATION:name` each (dashes as underscores)."""
     if "known_bad" not in gate:
         return []
+    if isinstance(gate["known_bad"], YList) and operation is not None and reader.anchor is not None:
+        return _known_bad_by_convention(reader, gate["known_bad"], key, operation)
     body = reader.mapping(gate["known_bad"], f"{key}.known_bad", location_of(gate, "known_bad"))
     out = []
     for name in body or {}:
@@ -172,6 +194,18 @@ def _known_bad(reader: GateReader, gate: YMap, key: str) -> list[KnownBad]:
         target = _target(reader, body, name, kb_key)
         if target:
             out.append(KnownBad(name, target, location_of(body, name)))
+    return out
+
+
+def _known_bad_by_convention(reader: GateReader, names: YList, key: str, operation: str) -> list[KnownBad]:
+    out: list[KnownBad] = []
+    for index, name in enumerate(names):
+        where = location_of(names, index)
+        if not isinstance(name, str) or not CASE_NAME.match(name) or name in (kb.name for kb in out):
+            reader.problem(where, f"{key}.known_bad[{index}]", f"known-bad name {show(name)} must match {CASE_NAME.pattern} "
+                                                               "and be listed once")
+            continue
+        out.append(KnownBad(name, by_convention(reader, operation, name, where), where))  # type: ignore[arg-type]
     return out
 
 
@@ -224,10 +258,12 @@ class RowContext:
     spec: str | None
 
 
-def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> Gate | None:
-    reader.keys(body, key, GATE_KEYS_REQUIRED, GATE_KEYS_OPTIONAL)
+def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> tuple[Gate | None, list[Gate]]:
+    """The gate as written (its oracle leg) and the legs its `upstream:` key adds (upstream_legs.py)."""
+    implied = {"milestone"} if reader.default_milestone else set()  # a part file's `milestone:` is its gates' default
+    reader.keys(body, key, GATE_KEYS_REQUIRED - implied, GATE_KEYS_OPTIONAL | implied)
     gate_id = reader.string(body, "id", f"{key}.id", GATE_ID)
-    milestone = reader.string(body, "milestone", f"{key}.milestone")
+    milestone = reader.string(body, "milestone", f"{key}.milestone") if "milestone" in body else reader.default_milestone
     if milestone and context.row is not None and context.row.milestone(milestone) is None:
         known = ", ".join(m.id for m in context.row.milestones)
         reader.problem(location_of(body, "milestone"), f"{key}.milestone",
@@ -244,18 +280,28 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> Gate
     operation, impl, build_impl, build_oracle = _impl_side(reader, body, key)
     compare = _target(reader, body, "compare", f"{key}.compare") if "compare" in body else None
     has_oracle = "oracle" in body
-    cases = _cases(reader, body, key, has_oracle)
-    properties = _properties(reader, body, key, has_oracle)
-    known_bad = _known_bad(reader, body, key)
+    routes: dict[str, CaseRoute] = {}
+    every_case = _cases(reader, body, key, has_oracle, routes)
+    cases = [case for case in every_case if routes.get(case.name, ORACLE_ONLY).oracle_leg]
+    if routes and "upstream" not in body:
+        first = next(case for case in every_case if case.name in routes)
+        reader.problem(first.location, f"{key}.cases.{first.name}.upstream", "the case names `upstream:`, but the gate has "
+                                                                              "no `upstream:` reference")
+    properties = _properties(reader, body, key, has_oracle, operation)
+    known_bad = _known_bad(reader, body, key, operation)
     if not cases and properties is None:
         reader.problem(location_of(body, "cases") if "cases" in body else body.location, key,
                        "a gate needs at least one case or `properties`: otherwise it checks nothing")
     description = reader.string(body, "description", f"{key}.description") if "description" in body else None
     timeout = _timeout(reader, body, key)
     if not (gate_id and milestone and impl and markers):
-        return None
-    return Gate(gate_id, body.location, milestone, tuple(covers), tuple(markers), impl, oracle, build_impl,
+        return None, []
+    gate = Gate(gate_id, body.location, milestone, tuple(covers), tuple(markers), impl, oracle, build_impl,
                 build_oracle, compare, tuple(cases), properties, tuple(known_bad), description, timeout, operation)
+    if "upstream" not in body:
+        return gate, []
+    parts = LegParts(_target, _properties, context.declared, context.spec)
+    return gate, legs(reader, body, key, gate, routes, every_case, reader.parity_marker, parts)
 
 
 def _impl_side(reader: GateReader, body: YMap, key: str) -> tuple[str | None, TargetRef | None, TargetRef | None, TargetRef | None]:
@@ -335,22 +381,22 @@ def row_package(folder: str) -> str | None:
 
 def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tuple[str, ...],
                    share: LoadShare | None = None, error_kinds: Mapping[str, str] | None = None,
-                   per_gate: bool = False) -> GateFile:
+                   per_gate: bool = False, parity_marker: str | None = None) -> GateFile:
     """Parse and validate a gate file; raise DefinitionError with every problem found. ``share``: what the files
     of one load share (LoadShare); without it, nothing is shared with another call. ``error_kinds``: the project's
     `[tool.vllm-gates.error-kinds]`, against which the cases' expected errors meet their operations' (agreement.py).
     ``per_gate``: problems within one gate make only that gate broken (GateFile.broken_gates; a run's collection),
-    not the file."""
+    not the file. ``parity_marker``: the project's marker that requires `upstream`, carried by a gate's `upstream:` legs."""
     share = share if share is not None else LoadShare()
     shown = _shown(path, root, share)
     folder = shown.rpartition("/")[0]
     document = load_yaml(path, shown, what="gate file")  # a regular file, within the size and node limits
     package = row_package(folder)
-    reader = GateReader(shown, package, folder, markers)
+    reader = GateReader(shown, package, folder, markers, parity_marker=parity_marker)
     top = reader.mapping(document, "", None)
     if top is None:
         raise DefinitionError(reader.problems)
-    reader.keys(top, "", FILE_KEYS_REQUIRED, FILE_KEYS_OPTIONAL)
+    reader.keys(top, "", FILE_KEYS_REQUIRED - ({"gates"} if "parts" in top else set()), FILE_KEYS_OPTIONAL)
     row_id = reader.string(top, "row", "row", ROW_ID)
     ops_path = operations_path(path)
     ops_shown = f"{folder}/{ops_path.name}" if folder else ops_path.name
@@ -365,51 +411,115 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
             reader.problem(place, f"sources[{index}]", why)
     context = _row_context(reader, top, root, roadmap, row_id, spec, share)
     gates: list[Gate] = []
-    broken: list[tuple[int, object, list[Problem]]] = []  # gates with problems: their index, body and problems
-    gate_list = top.get("gates")
-    if "gates" in top and not isinstance(gate_list, list):
-        reader.problem(location_of(top, "gates"), "gates", f"expected a list of gates, got {type_name(gate_list)} {show(gate_list)}")
-    elif isinstance(gate_list, list):
-        if not gate_list:
-            reader.problem(location_of(top, "gates"), "gates", "the row defines no gate")
-        seen: dict[str, Location] = {}
-        for index, body in enumerate(gate_list):
-            key = f"gates[{index}]"
-            before = len(reader.problems)
-            gate_map = reader.mapping(body, key, location_of(gate_list, index))
-            gate = _gate(reader, gate_map, key, context) if gate_map is not None else None
-            if gate is not None and gate.id in seen:
-                reader.problem(location_of(gate_map, "id"), f"{key}.id", f"duplicate gate id {show(gate.id)} (first at line {seen[gate.id].line})")
-            if len(reader.problems) > before:
-                broken.append((index, body, reader.problems[before:]))
-                continue
-            if gate is None:
-                continue
-            seen[gate.id] = location_of(gate_map, "id")
-            gates.append(gate)
-    in_gates = {id(problem) for _, _, problems in broken for problem in problems}
+    broken: list[Broken] = []  # gates with problems
+    seen: dict[str, Location] = {}
+    if "gates" in top:
+        _read_gates(reader, top, context, seen, gates, broken)
+    for part_reader, part in _parts(reader, top, path.parent, row_id, context):
+        _read_gates(part_reader, part, context, seen, gates, broken)
+        reader.problems.extend(part_reader.problems)
+    in_gates = {id(problem) for entry in broken for problem in entry.problems}
     if all(id(problem) in in_gates for problem in reader.problems):
         # the loaded gates and operations as written: does the interface file announce what the cases ask?
         reader.problems.extend(disagreements(gates, reader.operations, ops_shown, error_kinds))
     if any(id(problem) not in in_gates for problem in reader.problems) or (broken and not per_gate):
         raise DefinitionError(reader.problems)
     return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"), folder, operations,
-                    _broken_gates(broken, gate_list, {gate.id for gate in gates}))
+                    _broken_gates(broken, {gate.id for gate in gates}))
 
 
-def _broken_gates(broken: list[tuple[int, object, list[Problem]]], gate_list: YList,
-                  loaded: set[str]) -> tuple[BrokenGate, ...]:
+@dataclass(frozen=True)
+class Broken:
+    """A gate with problems, as read: its index in its file's `gates:`, its body, its problems and that list."""
+
+    index: int
+    body: object
+    problems: list[Problem]
+    gate_list: YList
+    milestone: str = ""  # its file's default milestone (a part's `milestone:`)
+
+
+def _read_gates(reader: GateReader, top: YMap, context: RowContext, seen: dict[str, Location], gates: list[Gate],
+                broken: list[Broken]) -> None:
+    """The gates of one file's `gates:` (the row's file or one of its parts), each with the legs its `upstream:` adds;
+    a gate with problems goes to ``broken``."""
+    gate_list = top.get("gates")
+    if not isinstance(gate_list, list):
+        reader.problem(location_of(top, "gates"), "gates", f"expected a list of gates, got {type_name(gate_list)} {show(gate_list)}")
+        return
+    if not gate_list:
+        reader.problem(location_of(top, "gates"), "gates", "the row defines no gate")
+    for index, body in enumerate(gate_list):
+        key = f"gates[{index}]"
+        before = len(reader.problems)
+        gate_map = reader.mapping(body, key, location_of(gate_list, index))
+        gate, its_legs = _gate(reader, gate_map, key, context) if gate_map is not None else (None, [])
+        if gate is not None and gate.id in seen:
+            first = seen[gate.id]
+            at = f"line {first.line}" if first.path == reader.path else f"{first.path}:{first.line}"
+            reader.problem(location_of(gate_map, "id"), f"{key}.id", f"duplicate gate id {show(gate.id)} (first at {at})")
+        if len(reader.problems) > before:
+            broken.append(Broken(index, body, reader.problems[before:], gate_list, reader.default_milestone or ""))
+            continue
+        if gate is None:
+            continue
+        seen[gate.id] = location_of(gate_map, "id")
+        gates.append(gate)
+        gates.extend(its_legs)
+
+
+def _parts(reader: GateReader, top: YMap, folder: Path, row_id: str | None,
+           context: RowContext) -> list[tuple[GateReader, YMap]]:
+    """The row's part files (`parts:`, files in its folder, each naming the row and, for its gates, a milestone), read."""
+    if "parts" not in top:
+        return []
+    names, places = reader.string_list(top, "parts", "parts", PART_NAME, non_empty=True)
+    found = []
+    for index, (name, place) in enumerate(zip(names, places)):
+        shown = f"{reader.folder}/{name}" if reader.folder else name
+        if name in ("gate.yaml", "operations.yaml") or not (folder / name).is_file():
+            why = "is not a file in the row's folder" if name not in ("gate.yaml", "operations.yaml") else "is not a part file"
+            reader.problem(place, f"parts[{index}]", f"part {show(shown)} {why}")
+            continue
+        try:
+            document = load_yaml(folder / name, shown, what="gate file")
+        except DefinitionError as error:
+            reader.problems.extend(error.problems)
+            continue
+        part_reader = GateReader(shown, reader.anchor, reader.folder, reader.markers, parity_marker=reader.parity_marker)
+        part_reader.operations, part_reader.operations_file = reader.operations, reader.operations_file
+        part = part_reader.mapping(document, "", None)
+        if part is None:
+            reader.problems.extend(part_reader.problems)
+            continue
+        part_reader.keys(part, "", PART_KEYS_REQUIRED, PART_KEYS_OPTIONAL)
+        written = part_reader.string(part, "row", "row", ROW_ID)
+        if written and row_id and written != row_id:
+            part_reader.problem(location_of(part, "row"), "row", f"part of row {row_id} ({reader.path}) names row {show(written)}")
+        milestone = part_reader.string(part, "milestone", "milestone") if "milestone" in part else None
+        if milestone and context.row is not None and context.row.milestone(milestone) is None:
+            part_reader.problem(location_of(part, "milestone"), "milestone", f"milestone {show(milestone)} is not a milestone "
+                                                                             f"of {context.row.id}")
+        part_reader.default_milestone = milestone
+        reader.problems.extend(part_reader.problems)  # the part's own problems; its gates' are added after them
+        part_reader.problems = []
+        found.append((part_reader, part))
+    return found
+
+
+def _broken_gates(broken: list[Broken], loaded: set[str]) -> tuple[BrokenGate, ...]:
     """The gates of a file that did not load, each labelled by its id, or `gates[N]` where its id is missing, malformed
     or the id of another gate."""
     found: list[BrokenGate] = []
-    for index, body, problems in broken:
+    for entry in broken:
+        index, body, problems, gate_list = entry.index, entry.body, entry.problems, entry.gate_list
         written = body.get("id") if isinstance(body, YMap) else None
         label = written if isinstance(written, str) and GATE_ID.match(written) else f"gates[{index}]"
         if label in loaded or any(other.id == label for other in found):
             label = f"gates[{index}]"
         milestone = body.get("milestone") if isinstance(body, YMap) else None
         where = body.location if isinstance(body, YMap) else location_of(gate_list, index)
-        found.append(BrokenGate(label, where or problems[0].location, milestone if isinstance(milestone, str) else "",
+        found.append(BrokenGate(label, where or problems[0].location, milestone if isinstance(milestone, str) else entry.milestone,
                                 tuple(problems)))
     return tuple(found)
 

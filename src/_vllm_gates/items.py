@@ -90,7 +90,9 @@ class GateItem(pytest.Item):
         raise NotImplementedError
 
     def reportinfo(self) -> tuple[Any, int, str]:
-        return self.path, max(self.identity.line - 1, 0), f"{self.identity.row}::{self.identity.gate}::{self.name}"
+        resolved = getattr(self, "resolved", None)  # a gate written in a part file (`parts:`) is reported at that file
+        path = self.config.rootpath / resolved.gate.location.path if resolved is not None else self.path
+        return path, max(self.identity.line - 1, 0), f"{self.identity.row}::{self.identity.gate}::{self.name}"
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         error = excinfo.value

@@ -94,6 +94,8 @@ class Gate:
     description: str | None = None
     timeout: float | None = None  # seconds one call of this gate's subjects may take (default: call-timeout)
     operation: str | None = None  # the row's operation the impl side is (operations.yaml); None: a Python target only
+    leg_of: str | None = None  # the gate whose `upstream:` leg this is (upstream_legs.py); None: a gate as written
+    deviations: tuple[str, ...] = ()  # a deviation leg: the declared deviations (spec/deviations.yaml) it checks
 
     def targets(self) -> list[TargetRef]:
         """Every target the gate names, for resolution at collection."""

@@ -38,7 +38,7 @@ def node_ids(config: Config, roadmap: Roadmap, rows: list[str], gates: list[str]
     path = next((p for p in config.gate_files() if peek_row_id(p) == row), None)
     if path is None:
         raise PickError(f"--gate: row {row} has no gate file (rows = {list(config.rows)} in pyproject.toml)")
-    gate_file = load_gate_file(path, config.root, roadmap, config.marker_names)
+    gate_file = load_gate_file(path, config.root, roadmap, config.marker_names, parity_marker=config.parity_marker())
     by_id = {gate.id: gate for gate in gate_file.gates}
     for gate_id in gates:
         if gate_id not in by_id:

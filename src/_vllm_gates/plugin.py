@@ -165,7 +165,7 @@ class GateFileNode(pytest.File):
             return
         try:
             gate_file = load_gate_file(self.path, project.root, roadmap, every, run.load_share, dict(project.error_kinds),
-                                       per_gate=True)
+                                       per_gate=True, parity_marker=project.parity_marker())
         except DefinitionError as error:
             run.broken[row] = str(error)
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=error.problems, **common)

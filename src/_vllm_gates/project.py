@@ -63,7 +63,8 @@ def load_project(config: Config) -> Project:
     share, markers = LoadShare(), config.marker_names  # one load's share: a later load reads every file anew
     for path in config.gate_files():
         try:
-            gate_file = load_gate_file(path, config.root, roadmap, markers, share, dict(config.error_kinds))
+            gate_file = load_gate_file(path, config.root, roadmap, markers, share, dict(config.error_kinds),
+                                       parity_marker=config.parity_marker())
         except DefinitionError as error:
             broken[peek_row_id(path)] = (path, str(error))
             continue

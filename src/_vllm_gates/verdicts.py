@@ -86,6 +86,7 @@ class GateResult:
     device: str = ""
     simulated: bool = False
     partial: bool = False  # a partial selection ran only some of its items: judged on those, never evidence (issue 25)
+    leg_of: str = ""  # the gate whose `upstream:` parity or deviation leg this is ("": a gate as written)
 
 
 @dataclass(frozen=True)
@@ -282,7 +283,8 @@ def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[st
         sum(i.checks for i in items), reason,
         sum(i.values for i in items if i.kind == "properties"),
         sum(i.agreed_errors for i in items if i.kind == "properties"), not_run if executed else (),
-        executed=executed and bool(items), run_verdict=first_hand[0], run_reason=first_hand[1], basis=basis)
+        executed=executed and bool(items), run_verdict=first_hand[0], run_reason=first_hand[1], basis=basis,
+        leg_of=gate.leg_of or "")
 
 
 def _broken_gate(row: str, broken: BrokenGate, items: list[ItemResult]) -> GateResult:

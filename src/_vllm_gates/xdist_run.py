@@ -101,7 +101,8 @@ def merge(run: "GateRun", found: dict[str, Any]) -> None:
         run.row_files[row] = path
         try:
             run.gate_files[row] = load_gate_file(run.project.root / path, run.project.root, roadmap, run.project.marker_names,
-                                                  error_kinds=dict(run.project.error_kinds), per_gate=True)
+                                                  error_kinds=dict(run.project.error_kinds), per_gate=True,
+                                                  parity_marker=run.project.parity_marker())
         except DefinitionError as error:  # changed on disk since the worker read it
             run.broken[row] = str(error)
 

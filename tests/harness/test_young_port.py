@@ -63,13 +63,7 @@ command = {json.dumps([sys.executable, str(WORKER)])}
 
 [tool.vllm-gates.error-kinds]"""), encoding="utf-8")
     for row in ("backend_distributed_tp", "road_v1_mem"):
-        gate_file = root / "gates" / "rows" / row / "gate.yaml"
-        document = yaml.safe_load(gate_file.read_text(encoding="utf-8"))
-        document["gates"] = [gate for gate in document["gates"] if gate["id"] in GATES]
-        for gate in document["gates"]:
-            if "properties" in gate:
-                gate["properties"]["max_examples"] = 10
-        gate_file.write_text(yaml.safe_dump(document, sort_keys=False, width=200), encoding="utf-8")
+        _keep_only(root / "gates" / "rows" / row)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
     done = subprocess.run([sys.executable, "-m", "pytest", "gates/rows/backend_distributed_tp/gate.yaml",
                            "gates/rows/road_v1_mem/gate.yaml", "-p", "no:cacheprovider", "--gates-impl", "young", "-m", "cpu",
@@ -78,6 +72,28 @@ command = {json.dumps([sys.executable, str(WORKER)])}
     assert done.returncode == 1, done.stdout + done.stderr
     return YoungRun(done.stdout + done.stderr, json.loads((root / "out/run.json").read_text(encoding="utf-8")),
                     (root / "out/run.md").read_text(encoding="utf-8"))
+
+
+def _keep_only(folder: Path) -> None:
+    """The row's gate file and its part files (`parts:`) cut to GATES, each with at most 10 examples; a part left
+    without a gate is dropped from `parts:`."""
+    header_file = folder / "gate.yaml"
+    header = yaml.safe_load(header_file.read_text(encoding="utf-8"))
+    kept = []
+    for name in ["gate.yaml", *header.get("parts", [])]:
+        document = header if name == "gate.yaml" else yaml.safe_load((folder / name).read_text(encoding="utf-8"))
+        if "gates" not in document:
+            continue
+        document["gates"] = [gate for gate in document["gates"] if gate["id"] in GATES]
+        for gate in document["gates"]:
+            if "properties" in gate:
+                gate["properties"]["max_examples"] = 10
+        if name != "gate.yaml" and document["gates"]:
+            kept.append(name)
+            (folder / name).write_text(yaml.safe_dump(document, sort_keys=False, width=200), encoding="utf-8")
+    if "parts" in header:
+        header["parts"] = kept
+    header_file.write_text(yaml.safe_dump(header, sort_keys=False, width=200), encoding="utf-8")
 
 
 def test_a_crash_fails_its_case_naming_the_signal_and_the_input_and_the_next_cases_run(young):

@@ -22,10 +22,10 @@ TP_GATES = "gates/rows/backend_distributed_tp/gate.yaml"
 PLANTED = {
     # DCP groups as consecutive chunks when pcp > 1 (vLLM 0.33.0 spans PCP first): impl and oracle shared it.
     "dcp-ignores-pcp": {("group-table", False), ("rank-group-every-rank", False),
-                        ("upstream-group-table", True), ("upstream-rank-groups", True)},
+                        ("group-table:upstream", True), ("rank-group-every-rank:upstream", True)},
     # DCP must divide TP whatever PCP is (vLLM 0.33.0: 1, pcp or tp*pcp when pcp > 1): impl and oracle shared it.
     "dcp-rule-ignores-pcp": {("parallel-dims-validation", False), ("dcp-size-rule", False),
-                             ("upstream-parallel-config-sizes", True)},
+                             ("dcp-size-rule:upstream", True)},
 }
 
 
