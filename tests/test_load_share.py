@@ -94,6 +94,28 @@ def test_a_shared_load_says_what_each_file_alone_says(tmp_path: Path) -> None:
     assert "spec file 'spec/missing.md' does not exist" in messages["SH-C"]
 
 
+def test_a_snapshot_says_of_a_broken_gate_what_loading_the_file_whole_says(tmp_path: Path) -> None:
+    """Project loads each gate file once, gate by gate (as a run collects it); `gates list`'s whole-file view of it
+    is derived, and must be word for word what a load of the whole file says (issue 27: one load per run)."""
+    root = project(tmp_path, {"SH-A": "SH-1.1", "SH-B": "SH-1.2"})
+    good = "  - id: g\n    milestone: M1\n    covers: [SH-1.1]\n    markers: [cpu]\n    impl: m:f\n    cases:\n      c1: {input: {a: 1}, expect: 2}\n"
+    broken = [good.replace("id: g", f"id: {name}").replace(change[0], change[1]) for name, change in
+              (("b1", ("milestone: M1", "milestone: M9")), ("b2", ("markers: [cpu]", "markers: [nope]")),
+               ("b3", ("covers: [SH-1.1]", "covers: [SH-9.9]")))]
+    gate_file = root / "gates" / "rows" / "sh-a" / "gate.yaml"
+    gate_file.write_text(gate_text("SH-A", "SH-1.1").replace("gates:\n", "gates:\n" + broken[0]) + broken[1] + broken[2])
+    config = load_config(root)
+    with pytest.raises(DefinitionError) as whole:
+        load_gate_file(gate_file, root, load_roadmap(root / config.roadmap, config.roadmap), config.marker_names)
+    assert len(whole.value.problems) >= 3
+    snapshot = load_project(config)
+    assert snapshot.broken["SH-A"][1] == str(whole.value)
+    assert [gf.row for gf in snapshot.gate_files] == ["SH-B"]
+    loaded = snapshot.run_gate_file(gate_file)  # the run's view: the broken gates apart, the good one loaded
+    assert [gate.id for gate in loaded.gates] == ["g"] and [gate.id for gate in loaded.broken_gates] == ["b1", "b2", "b3"]
+    assert snapshot.run_gate_file(gate_file) is loaded  # parsed once per snapshot
+
+
 @needs_symlink
 def test_a_shared_resolution_is_what_pathlib_resolves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "real" / "inner").mkdir(parents=True)

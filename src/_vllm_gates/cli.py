@@ -11,16 +11,20 @@ try:  # Ctrl-C while the command is still starting: one line, as main() says it 
     import io
     import os
     from pathlib import Path
-    from typing import Iterator
+    from typing import TYPE_CHECKING, Iterator
 
-    from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_root, load_config
+    from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_config, implementation_refused, load_config
     from _vllm_gates.errors import DefinitionError, GatesError, Problem
     from _vllm_gates.exitcodes import ExitCode
     from _vllm_gates.profiles import PROFILES
-    from _vllm_gates.project import Project, load_project, load_roadmap_of, unknown_row
+    from _vllm_gates.project import Project, unknown_row
+    from _vllm_gates.selection import Handover, RowsRefused, requested_rows
 except KeyboardInterrupt:
     sys.stderr.write("gates: interrupted (SIGINT) while starting\n")
     raise SystemExit(130) from None
+
+if TYPE_CHECKING:
+    from _vllm_gates.evidence import GateEvidence
 
 MARKER_CHOICES_HELP = "a marker of the project ([tool.vllm-gates] markers), or all"
 EPILOG = ("claims: DONE needs every gate PASS, in this run or on evidence (gates verdict, --evidence); PARTIAL lets "
@@ -38,10 +42,14 @@ class UsageError(GatesError):
 
 
 def _project_config(root_option: Path | None) -> Config:
-    root = root_option.resolve() if root_option else find_root(Path.cwd())
-    if root is None:
-        raise UsageError(f"no {CONFIG_FILE} with a [{SECTION}] table in {Path.cwd()} or any parent folder (use --root)")
-    config = load_config(root)
+    """The configuration of --root, or of the nearest gated project at or above the current folder (read once)."""
+    if root_option:
+        root, config = root_option.resolve(), load_config(root_option.resolve())
+    else:
+        found = find_config(Path.cwd())
+        if found is None:
+            raise UsageError(f"no {CONFIG_FILE} with a [{SECTION}] table in {Path.cwd()} or any parent folder (use --root)")
+        root, config = found
     if config is None:
         raise UsageError(f"{root / CONFIG_FILE} has no [{SECTION}] table: not a gated project")
     return config
@@ -118,16 +126,17 @@ def _in_folder(folder: Path) -> Iterator[None]:
         os.chdir(saved)
 
 
-def _pytest(config: Config, args: list[str], options: dict[str, object] | None = None,
+def _pytest(handover: Handover, args: list[str], options: dict[str, object] | None = None,
             targets: list[str] | None = None) -> int:
     """One pytest run over the project's gate files (or the node ids ``targets``); its exit status is the plugin's
-    verdict.
+    verdict. The plugin takes the snapshot and the rows and evidence resolved here from ``handover``.
 
     With no gate file at all there is nothing for pytest to collect: ``options`` (a run's) then judge the rows
     (EMPTY: no gate file) and write the same reports without it.
     """
     import pytest
 
+    config = handover.project.config
     files = targets if targets is not None else [str(p) for p in config.gate_files()]
     if not files:
         print(f"no gate file matches rows = {list(config.rows)} in [{SECTION}]")
@@ -135,12 +144,12 @@ def _pytest(config: Config, args: list[str], options: dict[str, object] | None =
             return ExitCode.EMPTY
         from _vllm_gates.session import judge_without_items
 
-        return judge_without_items(config, options)
+        return judge_without_items(handover.project, options)
     # the engine is already imported, so pytest cannot rewrite its asserts: say nothing about it
     base = ["--rootdir", str(config.root), "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning",
             "-q", "--no-header", "-rfE"]
     with _in_folder(config.root):
-        code = int(pytest.main(files + base + args))
+        code = int(pytest.main(files + base + args, plugins=[handover]))
     if code == 4:  # pytest's usage error (it printed why)
         return ExitCode.USAGE
     if code == 2:  # pytest's "interrupted" before the plugin judged anything (Ctrl-C while it started up)
@@ -154,17 +163,11 @@ def _marker_args(marker: str) -> list[str]:
 
 
 def _rows_to_judge(project: Project, rows: list[str], changed_since: str | None) -> list[str]:
-    """The rows asked for (all when none), narrowed by --changed-since; may be empty."""
-    _check_rows(project, rows)
-    if not changed_since:
-        return rows
-    from _vllm_gates.selection import SelectionError, rows_affected_since
-
+    """The rows asked for (all when none), narrowed by --changed-since (project.requested_rows); may be empty."""
     try:
-        affected = rows_affected_since(project, changed_since)
-    except SelectionError as error:
-        raise UsageError(str(error)) from None
-    return [row for row in affected if not rows or row in rows]
+        return list(requested_rows(project, rows, changed_since) or ())
+    except RowsRefused as refused:  # an unknown row, or git's error
+        raise UsageError(str(refused)) from None
 
 
 def _row_args(rows: list[str]) -> list[str]:
@@ -177,7 +180,7 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
     if args.changed_since and not rows:  # judged without pytest: the reports are written, and say so
         from _vllm_gates.session import judge_without_items
 
-        return judge_without_items(project.config, {"json": args.json, "markdown": args.markdown, "junit": args.junit,
+        return judge_without_items(project, {"json": args.json, "markdown": args.markdown, "junit": args.junit,
                                                     "rows": [], "changed_since": args.changed_since})
     targets = _picked(project, rows, args) if args.gate or args.case else None
     extra = _marker_args(args.marker) + _row_args(rows)
@@ -187,10 +190,10 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
                         ("--gates-impl", _implementation(project.config, args.impl))):
         if value:
             extra.append(f"{flag}={value}")
-    extra += [f"--gates-evidence={path}" for path in _readable_evidence(args.evidence)]
+    evidence = tuple(_evidence(args.evidence, absolute=True))  # handed over: read once, checked before anything runs
     options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows or None,
                "markexpr": "" if args.marker == "all" else args.marker}
-    return _pytest(project.config, extra, options, targets=targets)
+    return _pytest(Handover(project, tuple(rows) or None, evidence), extra, options, targets=targets)
 
 
 def _profile(args: argparse.Namespace) -> str | None:
@@ -207,35 +210,27 @@ def _picked(project: Project, rows: list[str], args: argparse.Namespace) -> list
     if not args.gate:
         raise UsageError("--case needs exactly one --gate, the gate whose items it names; got 0")
     try:
-        return node_ids(project.config, project.roadmap, rows, args.gate, args.case)
+        return node_ids(project, rows, args.gate, args.case)
     except PickError as error:
         raise UsageError(str(error)) from None
 
 
-def _readable_evidence(paths: list[str]) -> list[str]:
-    """The --evidence files, each checked before anything runs (UsageError naming the file and what is wrong)."""
-    from _vllm_gates.evidence import EvidenceError, load_evidence
+def _evidence(paths: list[str], absolute: bool = False) -> list["GateEvidence"]:
+    """The gates of the --evidence files (evidence.load_evidence_files); UsageError naming a file that cannot be used."""
+    from _vllm_gates.evidence import EvidenceError, load_evidence_files
 
-    for shown in paths:
-        try:
-            load_evidence(Path(shown), shown)
-        except EvidenceError as error:
-            raise UsageError(str(error)) from None
-    return [str(Path(p).resolve()) for p in paths]
+    try:
+        return load_evidence_files(paths, absolute)
+    except EvidenceError as error:
+        raise UsageError(str(error)) from None
 
 
 def cmd_verdict(args: argparse.Namespace, project: Project) -> int:
     """Judge the claims from evidence files alone: nothing runs (README, "Evidence from several machines")."""
-    from _vllm_gates.evidence import EvidenceError, load_evidence
     from _vllm_gates.session import judge_on_evidence
 
     _check_rows(project, args.rows)
-    found = []
-    for shown in args.evidence:
-        try:
-            found.extend(load_evidence(Path(shown), shown))
-        except EvidenceError as error:
-            raise UsageError(str(error)) from None
+    found = _evidence(args.evidence)
     options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": args.rows,
                "impl": _implementation(project.config, args.impl)}
     return judge_on_evidence(project, found, options)
@@ -246,23 +241,24 @@ def cmd_audit(args: argparse.Namespace, project: Project) -> int:
     rows = _rows_to_judge(project, args.rows, None)
     impl = _implementation(project.config, args.impl)
     options = ["--gates-audit", *_marker_args(args.marker), *_row_args(rows), *([f"--gates-impl={impl}"] if impl else [])]
+    handover = Handover(project, tuple(rows) or None)
     if not args.evidence:
-        return _pytest(project.config, options)
+        return _pytest(handover, options)
     from _vllm_gates.audit_evidence import audit_on_evidence
     from _vllm_gates.evidence import EvidenceError
 
     try:
         return audit_on_evidence(project, rows, "" if args.marker == "all" else args.marker, impl or "python",
-                                 args.evidence, lambda nodes: _pytest(project.config, options, targets=nodes))
+                                 args.evidence, lambda nodes: _pytest(handover, options, targets=nodes))
     except EvidenceError as error:
         raise UsageError(str(error)) from None
 
 
 def _implementation(config: Config, name: str | None) -> str | None:
     """The --impl value, checked against the configured implementations (UsageError naming the known ones)."""
-    if name is not None and config.implementation(name) is None:
-        raise UsageError(f"--impl {name}: unknown implementation (known: {', '.join(config.implementation_names)}; "
-                         f"declare others under [tool.vllm-gates.implementations] in {CONFIG_FILE})")
+    refused = implementation_refused(config, "--impl", name) if name is not None else None
+    if refused:
+        raise UsageError(refused)
     return name
 
 
@@ -586,14 +582,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
-        config = _project_config(args.root)
-        if args.command == "check-independence":
-            return cmd_check_independence(args, Project(config, None, (), {}, {}))  # type: ignore[arg-type]
-        if args.command in ("run", "audit") and not getattr(args, "changed_since", None) and not getattr(args, "evidence", None):
-            # pytest parses the gate files; here only the roadmap is needed (the rows asked for must exist)
-            project = Project(config, load_roadmap_of(config), (), {}, {})
-        else:
-            project = load_project(config)
+        project = Project(_project_config(args.root))  # the run's one snapshot: what is read, is read once
+        if args.command != "check-independence":
+            project.roadmap  # noqa: B018 - a roadmap that does not load is every other command's definition error
         return int(COMMANDS[args.command](args, project))
     except DefinitionError as error:
         print(f"definition error:\n{error}", file=sys.stderr)

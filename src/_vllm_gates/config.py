@@ -11,7 +11,7 @@ import posixpath
 import re
 import stat
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -79,6 +79,7 @@ class Config:
     error_kinds: tuple[tuple[str, str], ...] = ()  # Python exception class name -> language-neutral error kind
     upstream: Upstream | None = None  # the pinned upstream release (None: the project pins none)
     file_settings: tuple[str, ...] = ()  # implementation settings that name a file: it must be readable before a run
+    source: str | None = field(default=None, compare=False, repr=False)  # the pyproject.toml text it was read from
 
     def parity_marker(self) -> str | None:
         """The marker whose gates compare with the pinned upstream release (it requires `upstream`)."""
@@ -131,6 +132,15 @@ class Config:
             return path.resolve().relative_to(self.root.resolve()).as_posix()
         except ValueError:
             return None
+
+
+def implementation_refused(config: Config, flag: str, name: str) -> str | None:
+    """Why ``flag name`` (`--impl`, `--gates-impl`) names no implementation of the project, naming the known ones;
+    None when it names one."""
+    if config.implementation(name) is not None:
+        return None
+    return (f"{flag} {name}: unknown implementation (known: {', '.join(config.implementation_names)}; "
+            f"declare others under [{SECTION}.implementations] in {CONFIG_FILE})")
 
 
 # paths stay inside the project ------------------------------------------------------------------------------------
@@ -256,13 +266,15 @@ def _line_reach(line: str, section: list[str], path: list[str]) -> int:
     return depth
 
 
-def setting_location(root: Path, key: str) -> Location:
-    """Where ``key`` of `[tool.vllm-gates]` (`implementations.cpp.command`) is set in the project's pyproject.toml
-    (line 1 where it cannot be told)."""
-    try:
-        text = read_definition_text(root / CONFIG_FILE, CONFIG_FILE, CONFIG_FILE)
-    except DefinitionError:
-        text = ""
+def setting_location(config: Config, key: str) -> Location:
+    """Where ``key`` of `[tool.vllm-gates]` (`implementations.cpp.command`) is set in the pyproject.toml the
+    configuration was read from (line 1 where it cannot be told)."""
+    text = config.source
+    if text is None:  # a configuration made in code: the file as it is now
+        try:
+            text = read_definition_text(config.root / CONFIG_FILE, CONFIG_FILE, CONFIG_FILE)
+        except DefinitionError:
+            text = ""
     return Location(CONFIG_FILE, key_line(text.splitlines(), ["tool", "vllm-gates", *(key_parts(key) or [key])]), 1)
 
 
@@ -401,23 +413,25 @@ def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float 
 
 def read_table(path: Path) -> dict[str, Any] | None:
     """The `[tool.vllm-gates]` table of a pyproject.toml, or None when the file or the table is absent."""
-    return _read(path)[1]
+    return _read(path)[2]
 
 
-def _pytest_pythonpath(path: Path) -> tuple[str, ...]:
+def _pytest_pythonpath(document: Mapping[str, Any]) -> tuple[str, ...]:
     """`pythonpath` of `[tool.pytest.ini_options]` (entries that are not strings are pytest's to refuse)."""
-    text = path.read_text(encoding="utf-8")
-    options = tomllib.loads(text).get("tool", {}).get("pytest", {}).get("ini_options", {})
+    tool = document.get("tool", {})
+    pytest_table = tool.get("pytest", {}) if isinstance(tool, dict) else {}
+    options = pytest_table.get("ini_options", {}) if isinstance(pytest_table, dict) else {}
     entries = options.get("pythonpath", []) if isinstance(options, dict) else []
     entries = entries.split() if isinstance(entries, str) else entries
     return tuple(e for e in entries if isinstance(e, str)) if isinstance(entries, list) else ()
 
 
-def _read(path: Path) -> tuple[str, dict[str, Any] | None]:
-    """The text of a pyproject.toml and its `[tool.vllm-gates]` table; None when the file (a regular one) or the
-    table is absent. The file is read within the size limit (yamlsource.MAX_FILE_BYTES)."""
+def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+    """The text of a pyproject.toml, its document and its `[tool.vllm-gates]` table; None when the file (a regular
+    one) or the table is absent. The one place the engine reads a pyproject.toml (issue 27: read once per run),
+    within the size limit (yamlsource.MAX_FILE_BYTES)."""
     if not path.is_file():  # a FIFO or a device is not a file here: never opened
-        return "", None
+        return "", {}, None
     text = read_definition_text(path, path.name, CONFIG_FILE)
     try:
         document = tomllib.loads(text)
@@ -426,10 +440,10 @@ def _read(path: Path) -> tuple[str, dict[str, Any] | None]:
     tool = document.get("tool", {})
     table = tool.get("vllm-gates") if isinstance(tool, dict) else None
     if table is None:
-        return text, None
+        return text, document, None
     if not isinstance(table, dict):
         raise DefinitionError([Problem(Location(path.name, 1, 1), f"[{SECTION}]", f"expected a table, got {table!r}")])
-    return text, table
+    return text, document, table
 
 
 def _check_paths(reader: _Reader, root: Path, config: Config) -> None:
@@ -464,11 +478,14 @@ def _check_paths(reader: _Reader, root: Path, config: Config) -> None:
 
 def load_config(root: Path) -> Config | None:
     """The configuration of the project at ``root``, None when it declares no gates; DefinitionError when malformed."""
-    path = root / CONFIG_FILE
-    text, table = _read(path)
+    return _config(root, *_read(root / CONFIG_FILE))
+
+
+def _config(root: Path, text: str, document: dict[str, Any], table: dict[str, Any] | None) -> Config | None:
+    """The configuration a pyproject.toml's text, document and `[tool.vllm-gates]` table (None: no gates) declare."""
     if table is None:
         return None
-    reader = _Reader(path, text)
+    reader = _Reader(root / CONFIG_FILE, text)
     for key in sorted(set(table) - KNOWN_KEYS):
         reader.problem(key, f"unknown key (accepted: {', '.join(sorted(KNOWN_KEYS))})")
     base = Config(root)
@@ -492,11 +509,12 @@ def load_config(root: Path) -> Config | None:
         worker_preload=reader.strings(table, "worker-preload", base.worker_preload, re.compile(r"^[A-Za-z_][\w.]*$")),
         call_timeout=_seconds(reader, table, "call-timeout", base.call_timeout) or base.call_timeout,
         run_budget=_seconds(reader, table, "run-budget", base.run_budget),
-        pythonpath=_pytest_pythonpath(path),
+        pythonpath=_pytest_pythonpath(document),
         implementations=read_implementations(table.get("implementations", {}), reader.problem, reader.where),
         error_kinds=read_error_kinds(table.get("error-kinds", {}), reader.problem),
         upstream=_upstream(reader, table["upstream"]) if "upstream" in table else None,
         file_settings=reader.strings(table, "file-settings", base.file_settings),
+        source=text,
     )
     if config.upstream is None and config.parity_marker():
         reader.problem("markers", f"marker {config.parity_marker()!r} requires `upstream`, but [{SECTION}.upstream] pins no release")
@@ -506,14 +524,15 @@ def load_config(root: Path) -> Config | None:
     return config
 
 
-def find_root(start: Path) -> Path | None:
-    """The nearest folder at or above ``start`` whose pyproject.toml has a `[tool.vllm-gates]` table."""
+def find_config(start: Path) -> tuple[Path, Config | None] | None:
+    """The nearest folder at or above ``start`` whose pyproject.toml has a `[tool.vllm-gates]` table, and its
+    configuration (each pyproject.toml read once); None when there is none. DefinitionError: the nearest declaring
+    or malformed one cannot be used."""
     for candidate in (start, *start.parents):
         path = candidate / CONFIG_FILE
         if path.is_file():
-            try:
-                if read_table(path) is not None:
-                    return candidate
-            except DefinitionError:
-                return candidate  # malformed, but declared: loading it reports the problem
+            text, document, table = _read(path)  # malformed, but maybe declared: the problem is the user's to see
+            if table is not None:
+                return candidate, _config(candidate, text, document, table)
     return None
+

@@ -60,6 +60,17 @@ def load_evidence(path: Path, shown: str) -> list[GateEvidence]:
     return evidence_in(read_run_report(path, shown), shown)
 
 
+def load_evidence_files(paths: list[str], absolute: bool = False) -> list[GateEvidence]:
+    """The gates of every run report named (`--evidence`, `--gates-evidence`), each file read once; EvidenceError
+    names the file as written. ``absolute``: each gate's source is the file's absolute path, as `gates run` hands it
+    to the pytest run it starts from the project root."""
+    found: list[GateEvidence] = []
+    for shown in paths:
+        source = str(Path(shown).resolve()) if absolute else shown
+        found.extend(replace(gate, source=source) for gate in load_evidence(Path(shown), shown))
+    return found
+
+
 def read_run_report(path: Path, shown: str) -> dict[str, Any]:
     """A run report's document, read once; EvidenceError when it cannot be read or is not a run report."""
     try:

@@ -42,6 +42,8 @@ class Fingerprinter:
         self.config, self.impl, self.version = config, impl, __version__
         self.graph = graph or import_graph(config)
         self._files: dict[str, str] = {}
+        if config.source is not None:  # the pyproject.toml this configuration was read from, not read again
+            self._files[CONFIG_FILE] = _digest(config.source.encode("utf-8"))
         self._relative: dict[Path, str] = {}
         self._root: Path | None = None
 

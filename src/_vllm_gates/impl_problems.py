@@ -18,7 +18,7 @@ from _vllm_gates.yamlsource import file_kind
 def setting_problem(config: Config, impl: Implementation, setting: str, message: str) -> Problem:
     """A definition error of ``impl``'s ``setting`` (`command`, `build`, `settings.header`), at its pyproject.toml line."""
     key = f"implementations.{impl.name}.{setting}"
-    return Problem(setting_location(config.root, key), f"[{SECTION}] {key}", message)
+    return Problem(setting_location(config, key), f"[{SECTION}] {key}", message)
 
 
 def before_run(config: Config, impl: Implementation) -> list[Problem]:

@@ -6,38 +6,16 @@ handshake (docs/worker-protocol.md §12) and did not answer `not-implemented` wh
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping
 
 from _vllm_gates.implementations import PYTHON
 from _vllm_gates.model import GateFile
+from _vllm_gates.outcomes import OperationCount
 
 if TYPE_CHECKING:
     from _vllm_gates.evidence import Assessed
     from _vllm_gates.verdicts import RunReport
-
-
-@dataclass(frozen=True)
-class OperationCount:
-    """The operations a row's gates use, split into those the implementation answers and those it does not; and the
-    gates naming a Python target instead of an operation, which only the python implementation can answer."""
-
-    impl: str
-    implemented: tuple[str, ...]
-    missing: tuple[str, ...]
-    python_only: tuple[str, ...] = ()  # gate ids
-
-    @property
-    def text(self) -> str:
-        """E.g. "myport: 2/17 operations implemented (missing: kv-plan, …)"."""
-        used = len(self.implemented) + len(self.missing)
-        text = f"{self.impl}: {len(self.implemented)}/{used} operations implemented"
-        if self.missing:
-            shown = ", ".join(self.missing[:5]) + (f" and {len(self.missing) - 5} more" if len(self.missing) > 5 else "")
-            text += f" (missing: {shown})"
-        if self.python_only:
-            text += f"; {len(self.python_only)} gate(s) name a Python target, not an operation: {', '.join(self.python_only)}"
-        return text
 
 
 def count_operations(gate_file: GateFile, impl: str, listed: frozenset[str] | None,

@@ -61,3 +61,26 @@ def from_data(data: Mapping[str, Any]) -> SkipCause:
     """The cause ``to_data`` wrote."""
     fields = dict(data)
     return _KINDS[fields.pop("kind")](**fields)
+
+
+@dataclass(frozen=True)
+class OperationCount:
+    """The operations a row's gates use, split into those the implementation answers and those it does not; and the
+    gates naming a Python target instead of an operation, which only the python implementation can answer."""
+
+    impl: str
+    implemented: tuple[str, ...]
+    missing: tuple[str, ...]
+    python_only: tuple[str, ...] = ()  # gate ids
+
+    @property
+    def text(self) -> str:
+        """E.g. "myport: 2/17 operations implemented (missing: kv-plan, …)"."""
+        used = len(self.implemented) + len(self.missing)
+        text = f"{self.impl}: {len(self.implemented)}/{used} operations implemented"
+        if self.missing:
+            shown = ", ".join(self.missing[:5]) + (f" and {len(self.missing) - 5} more" if len(self.missing) > 5 else "")
+            text += f" (missing: {shown})"
+        if self.python_only:
+            text += f"; {len(self.python_only)} gate(s) name a Python target, not an operation: {', '.join(self.python_only)}"
+        return text

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import difflib
 
-from _vllm_gates.config import Config
 from _vllm_gates.errors import GatesError
-from _vllm_gates.gatefile import load_gate_file, peek_row_id
-from _vllm_gates.model import Gate, Roadmap
+from _vllm_gates.gatefile import peek_row_id
+from _vllm_gates.model import Gate
+from _vllm_gates.project import Project
 
 
 class PickError(GatesError):
@@ -27,18 +27,18 @@ def item_names(gate: Gate) -> list[str]:
             + [f"known_bad[{entry.name}]" for entry in gate.known_bad] + ["audit"])
 
 
-def node_ids(config: Config, roadmap: Roadmap, rows: list[str], gates: list[str], cases: list[str]) -> list[str]:
+def node_ids(project: Project, rows: list[str], gates: list[str], cases: list[str]) -> list[str]:
     """The node ids that run the gates (or, with ``cases``, the items of the one gate) asked for in one row;
-    DefinitionError when that row's gate file does not load."""
+    DefinitionError when that row's gate file does not load (read from the run's snapshot, which its run reuses)."""
     if len(rows) != 1:
         raise PickError(f"--gate needs exactly one ROW (gates run ROW --gate ID), got {len(rows)}: {' '.join(rows) or 'none'}")
     if cases and len(gates) != 1:
         raise PickError(f"--case needs exactly one --gate, the gate whose items it names; got {len(gates)}")
-    row = rows[0]
+    row, config = rows[0], project.config
     path = next((p for p in config.gate_files() if peek_row_id(p) == row), None)
     if path is None:
         raise PickError(f"--gate: row {row} has no gate file (rows = {list(config.rows)} in pyproject.toml)")
-    gate_file = load_gate_file(path, config.root, roadmap, config.marker_names, parity_marker=config.parity_marker())
+    gate_file = project.whole_gate_file(path)
     by_id = {gate.id: gate for gate in gate_file.gates}
     for gate_id in gates:
         if gate_id not in by_id:

@@ -16,18 +16,19 @@ import pytest
 
 from _vllm_gates import lifeline, xdist_run
 from _vllm_gates.checks import ResolvedGate, Subject
-from _vllm_gates.config import load_config
+from _vllm_gates.config import implementation_refused, load_config
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.evidence import GateEvidence
-from _vllm_gates.gatefile import LoadShare, load_gate_file, peek_row_id
+from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run, not_started, pointer
 from _vllm_gates.implementations import PYTHON, Implementation
 from _vllm_gates.items import RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items, link_runs
 from _vllm_gates.model import Gate, GateFile, TargetRef
 from _vllm_gates.outcomes import NotImplementedBy, RequirementUnmet
 from _vllm_gates.profiles import SEED_OPTION, RunSeed, load_default_profile, register_profiles
-from _vllm_gates.project import second_gate_file, unknown_row
 from _vllm_gates.requirements import Requirement, unmet
+from _vllm_gates.project import Project, second_gate_file
+from _vllm_gates.selection import Handover, RowsRefused, UnknownRow, requested_rows
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
 from _vllm_gates.worker_pool import WorkerLost, WorkerPool, WorkerSpec
@@ -42,24 +43,28 @@ def gate_run(config: pytest.Config) -> GateRun | None:
 
 @pytest.hookimpl(tryfirst=True)  # before hypothesis loads a --hypothesis-profile that may name ours
 def pytest_configure(config: pytest.Config) -> None:
-    try:
-        project = load_config(Path(config.rootpath))
-    except DefinitionError as error:
-        raise pytest.UsageError(f"vllm-gates configuration:\n{error}") from None
-    if project is None:
+    handed = _handed_over(config)
+    snapshot = handed.project if handed is not None else _snapshot(Path(config.rootpath))
+    if snapshot is None:
         return
+    project = snapshot.config
     implementation = _implementation(project, config.getoption("gates_impl"))
     path = [str(project.root)] + [str(Path(entry)) for entry in config.getini("pythonpath")]
     pool = WorkerPool(WorkerSpec(project.root, tuple(dict.fromkeys(path)), project.allowed_roots, project.worker_preload,
                                  external=implementation.command, settings=implementation.settings),
                       budget_s=project.run_budget)
-    run = GateRun(project, pool=pool, audit=bool(config.getoption("gates_audit")), json_path=config.getoption("gates_json"),
+    run = GateRun(snapshot, pool=pool, audit=bool(config.getoption("gates_audit")), json_path=config.getoption("gates_json"),
                   markdown_path=config.getoption("gates_markdown"), impl=implementation.name)
-    run.requested_rows = _requested_rows(run, list(config.getoption("gates_row") or ()), config.getoption("gates_changed_since"))
+    changed_since = config.getoption("gates_changed_since")
+    if changed_since:
+        run.meta["changed_since"] = changed_since
+    if handed is not None:  # `gates run` resolved them from its own arguments
+        run.requested_rows, run.evidence = handed.rows, list(handed.evidence)
+    else:
+        run.requested_rows = _requested_rows(snapshot, list(config.getoption("gates_row") or ()), changed_since)
+        run.evidence = [] if xdist_run.is_worker(config) else _load_evidence(list(config.getoption("gates_evidence") or ()))
     run.markexpr = config.option.markexpr or ""
     run.collect_only = bool(config.option.collectonly)
-    run.load_share = LoadShare()  # the run's gate files share resolved folders and spec ids (read once per run)
-    run.evidence = _load_evidence(list(config.getoption("gates_evidence") or ()))
     run.seed = RunSeed.choose(config.getoption(SEED_OPTION, default=None),
                               getattr(config, "workerinput", {}).get(xdist_run.SEED_KEY))
     config.stash[RUN_SEED] = run.seed
@@ -76,13 +81,26 @@ def pytest_configure(config: pytest.Config) -> None:
     register_profiles()
 
 
+def _handed_over(config: pytest.Config) -> Handover | None:
+    """The snapshot and resolved options `gates run` handed this session (project.Handover); None under plain pytest."""
+    return next((plugin for plugin in config.pluginmanager.get_plugins() if isinstance(plugin, Handover)), None)
+
+
+def _snapshot(root: Path) -> Project | None:
+    """This process's snapshot of the project at pytest's rootdir; None where it declares no gates."""
+    try:
+        project = load_config(root)
+    except DefinitionError as error:
+        raise pytest.UsageError(f"vllm-gates configuration:\n{error}") from None
+    return Project(project) if project is not None else None
+
+
 def _implementation(project: Any, name: str | None) -> Implementation:
     """The implementation --gates-impl names (python when none); a usage error names the known ones."""
-    chosen = project.implementation(name or PYTHON)
-    if chosen is None:
-        raise pytest.UsageError(f"--gates-impl {name}: unknown implementation (known: {', '.join(project.implementation_names)}; "
-                                f"declare others under [tool.vllm-gates.implementations] in pyproject.toml)")
-    return chosen
+    refused = implementation_refused(project, "--gates-impl", name) if name else None
+    if refused:
+        raise pytest.UsageError(refused)
+    return project.implementation(name or PYTHON)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -106,36 +124,23 @@ def _may_collect_gate_files(config: pytest.Config, run: GateRun) -> bool:
 
 
 def _load_evidence(paths: list[str]) -> list[GateEvidence]:
-    from _vllm_gates.evidence import EvidenceError, load_evidence
+    """The --gates-evidence files' gates (evidence.load_evidence_files); a usage error names a file that cannot be used."""
+    from _vllm_gates.evidence import EvidenceError, load_evidence_files
 
-    found: list[GateEvidence] = []
-    for shown in paths:
-        try:
-            found.extend(load_evidence(Path(shown), shown))
-        except EvidenceError as error:
-            raise pytest.UsageError(str(error)) from None
-    return found
+    try:
+        return load_evidence_files(paths)
+    except EvidenceError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
-def _requested_rows(run: GateRun, rows: list[str], changed_since: str | None) -> tuple[str, ...] | None:
-    """Rows named by --gates-row, narrowed by --gates-changed-since; None: no narrowing (every collected row)."""
-    if not rows and not changed_since:
-        return None
-    roadmap, _ = run.roadmap()
-    refused = unknown_row(roadmap, rows) if roadmap else None
-    if refused:
-        raise pytest.UsageError(f"--gates-row: {refused} in {run.project.roadmap}")
-    if changed_since:
-        from _vllm_gates.project import load_project
-        from _vllm_gates.selection import SelectionError, rows_affected_since
-
-        run.meta["changed_since"] = changed_since
-        try:
-            affected = rows_affected_since(load_project(run.project), changed_since)
-        except (SelectionError, DefinitionError) as error:
-            raise pytest.UsageError(f"--gates-changed-since {changed_since}: {error}") from None
-        rows = [row for row in affected if not rows or row in rows]
-    return tuple(rows)
+def _requested_rows(snapshot: Project, rows: list[str], changed_since: str | None) -> tuple[str, ...] | None:
+    """Rows named by --gates-row, narrowed by --gates-changed-since (project.requested_rows); None: every collected row."""
+    try:
+        return requested_rows(snapshot, rows, changed_since)
+    except UnknownRow as refused:
+        raise pytest.UsageError(f"--gates-row: {refused} in {snapshot.config.roadmap}") from None
+    except (RowsRefused, DefinitionError) as error:
+        raise pytest.UsageError(f"--gates-changed-since {changed_since}: {error}") from None
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -159,13 +164,12 @@ class GateFileNode(pytest.File):
         every = project.marker_names
         common = {"row": row, "gate_id": "<file>", "milestone": "", "line": 1, "markers": every}
         yield from _implementation_error(self, run, common)
-        roadmap, roadmap_problems = run.roadmap()
+        _, roadmap_problems = run.roadmap()
         if roadmap_problems:
             yield DefinitionErrorItem.from_parent(self, name="roadmap", problems=roadmap_problems, **common)
             return
         try:
-            gate_file = load_gate_file(self.path, project.root, roadmap, every, run.load_share, dict(project.error_kinds),
-                                       per_gate=True, parity_marker=project.parity_marker())
+            gate_file = run.snapshot.run_gate_file(self.path)
         except DefinitionError as error:
             run.broken[row] = str(error)
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=error.problems, **common)

@@ -21,8 +21,10 @@ from _vllm_gates.patterns import declaring_pattern, excluded, folder_pattern, ma
 from _vllm_gates.roadmap import load_roadmap
 from _vllm_gates.sources import ImportGraph, import_graph, row_source_files, target_modules
 
+from _vllm_gates.project import Project, unknown_row
+
 if TYPE_CHECKING:
-    from _vllm_gates.project import Project
+    from _vllm_gates.evidence import GateEvidence
 
 
 class SelectionError(GatesError):
@@ -257,3 +259,45 @@ def explain_affected(project: "Project", base: str) -> dict[str, list[str]]:
 def rows_affected_since(project: "Project", base: str) -> list[str]:
     """Rows in roadmap order (then rows whose gate file does not load, always) affected by changes since ``base``."""
     return list(explain_affected(project, base))
+
+
+# The rows a run judges, resolved once for `gates run` and `pytest --gates-*` alike (issue 27 item 2) -----------------
+
+
+@dataclass(frozen=True, eq=False)
+class Handover:
+    """What `gates run` and `gates audit` hand the pytest run they start (a plugin object of pytest.main): the snapshot
+    they loaded, the rows and evidence they resolved from their arguments. The plugin then loads and resolves none of
+    it again; an xdist worker, another process, resolves the `--gates-*` options it is passed itself."""
+
+    project: Project
+    rows: tuple[str, ...] | None  # None: every collected row
+    evidence: tuple[GateEvidence, ...] = ()
+
+
+class RowsRefused(GatesError):
+    """Rows a run cannot narrow to: what changed since a git ref cannot be found (git's error)."""
+
+
+class UnknownRow(RowsRefused):
+    """A row asked for (a positional ROW, --gates-row) that the roadmap does not have."""
+
+
+def requested_rows(project: Project, rows: list[str], changed_since: str | None) -> tuple[str, ...] | None:
+    """The rows a run judges, for `gates run ROW... --changed-since REF` and `pytest --gates-row --gates-changed-since`
+    alike: those named (all when none), narrowed to the rows changes since REF can affect; None: no narrowing.
+    UnknownRow for a row the roadmap lacks (unchecked while the roadmap does not load: the run reports that);
+    RowsRefused when git cannot tell what changed; DefinitionError when REF is given and the roadmap does not load."""
+    if not rows and not changed_since:
+        return None
+    roadmap, _ = project.roadmap_or_problems
+    refused = unknown_row(roadmap, rows) if roadmap is not None else None
+    if refused:
+        raise UnknownRow(refused)
+    if not changed_since:
+        return tuple(rows)
+    try:
+        affected = rows_affected_since(project, changed_since)
+    except SelectionError as error:
+        raise RowsRefused(str(error)) from None
+    return tuple(row for row in affected if not rows or row in rows)

@@ -5,6 +5,7 @@ decides the exit status (README, "Verdicts" and "Exit codes").
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from _vllm_gates.audit import audit_lines, audit_table
 from _vllm_gates.claims import claimed_roadmap
 from _vllm_gates.config import Config
-from _vllm_gates.errors import DefinitionError, Problem
+from _vllm_gates.errors import Problem
 from _vllm_gates.exitcodes import SessionEnd, exit_code
 from _vllm_gates.implemented import answered_on_evidence, with_operation_counts
 from _vllm_gates.items import RECORD, SKIP_CAUSE, GateItem, ItemIdentity, ItemRecord
@@ -23,13 +24,19 @@ from _vllm_gates.model import GateFile, Roadmap
 from _vllm_gates.outcomes import ItemOutcome, SkipCause
 from _vllm_gates.partial import judge_partial, selection
 from _vllm_gates.profiles import RunSeed, current_profile_name
-from _vllm_gates.project import Project, load_roadmap_of
+from _vllm_gates.project import Project
 from _vllm_gates.reports import junit_claims, markdown, table, write_atomic, write_json
 from _vllm_gates.worker_pool import WorkerPool
-from _vllm_gates.xdist_run import without_worker_header
 from _vllm_gates.evidence import Device, GateEvidence, assess, environment, fill_evidence, this_device, with_fingerprints
 from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
 from _vllm_gates.verdicts import ItemResult, RunReport, Scope, build_report, interrupted, with_unknown_rows
+
+_WORKER_HEADER = re.compile(r"\[gw[0-9]+\] .* -- Python ")  # the line xdist puts before a worker's failure text
+
+
+def without_worker_header(lines: list[str]) -> list[str]:
+    """A failure's lines without the ``[gw1] linux -- Python 3.11.7 ...`` line an xdist worker's report starts with."""
+    return lines[1:] if lines and _WORKER_HEADER.match(lines[0]) else lines
 
 
 @dataclass
@@ -51,7 +58,7 @@ class _Partial:
 class GateRun:
     """State of one session's gate run; ``finish`` turns it into verdicts, reports and an exit status."""
 
-    project: Config
+    snapshot: Project  # the project's definitions, loaded once for the whole run (project.py)
     pool: WorkerPool | None = None  # type: ignore[assignment]  # every gate run that collects has one
     audit: bool = False
     requested_rows: tuple[str, ...] | None = None
@@ -70,7 +77,6 @@ class GateRun:
     gate_markers: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     markexpr: str = ""
     collect_only: bool = False  # --collect-only: nothing is judged, so a shared checker's word stands for targets
-    load_share: Any = None  # gatefile.LoadShare of the run's collection: folders and spec ids, each found once
     items_left: dict[str, int] = field(default_factory=dict)  # selected items not yet run, by the gate file answering them
     interrupted: str | None = None
     previous_sigterm: Any = None
@@ -88,17 +94,16 @@ class GateRun:
     device: Device = field(default_factory=lambda: Device("unknown"))
     seed: RunSeed | None = None  # the run seed of profiles that are not derandomized (profiles.RunSeed)
     _results: dict[str, _Partial] = field(default_factory=dict)
-    _roadmap: tuple[Roadmap | None, list[Problem]] | None = None
     _fingerprints: dict[tuple[str, str], GateFingerprint] | None = None
 
+    @property
+    def project(self) -> Config:
+        """The project's configuration (of the run's snapshot)."""
+        return self.snapshot.config
+
     def roadmap(self) -> tuple[Roadmap | None, list[Problem]]:
-        """The roadmap, loaded once per run, or the problems that kept it from loading."""
-        if self._roadmap is None:
-            try:
-                self._roadmap = (load_roadmap_of(self.project), [])
-            except DefinitionError as error:
-                self._roadmap = (None, error.problems)
-        return self._roadmap
+        """The roadmap of the run's snapshot, or the problems that kept it from loading."""
+        return self.snapshot.roadmap_or_problems
 
     def record(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Fold one phase's report into the item's result; other tests only count when they fail."""
@@ -295,7 +300,7 @@ def _add_claims_to_junit(config: pytest.Config, report: RunReport) -> None:
                     longrepr=longrepr if when == "call" else None, when=when, duration=0.0))
 
 
-def judge_without_items(project: Config, options: dict[str, Any]) -> int:
+def judge_without_items(project: Project, options: dict[str, Any]) -> int:
     """Judge rows where there is no gate file to collect: the same verdicts and reports, printed here."""
     run = GateRun(project, json_path=options.get("json"), markdown_path=options.get("markdown"), junit_path=options.get("junit"),
                   meta={"markexpr": options.get("markexpr", "")})
@@ -312,7 +317,7 @@ def judge_without_items(project: Config, options: dict[str, Any]) -> int:
 
 def judge_on_evidence(project: Project, evidence: list[GateEvidence], options: dict[str, Any]) -> int:
     """`gates verdict`: judge the claims of the rows asked for (all by default) from evidence alone, running nothing."""
-    run = GateRun(project.config, json_path=options.get("json"), markdown_path=options.get("markdown"),
+    run = GateRun(project, json_path=options.get("json"), markdown_path=options.get("markdown"),
                   junit_path=options.get("junit"), evidence=evidence, meta={"markexpr": "", "verdict_only": True},
                   impl=options.get("impl") or "python")
     run.gate_files = {gf.row: gf for gf in project.gate_files}

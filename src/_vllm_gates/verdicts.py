@@ -4,9 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from _vllm_gates.implemented import OperationCount
 from _vllm_gates.model import BrokenGate, Gate, GateFile, Roadmap
-from _vllm_gates.outcomes import ItemOutcome, NotImplementedBy, RequirementUnmet, SkipCause
+from _vllm_gates.outcomes import ItemOutcome, NotImplementedBy, OperationCount, RequirementUnmet, SkipCause
 
 
 class Verdict(str, Enum):

@@ -8,7 +8,6 @@ each worker's collection (the gate files, the items every gate declares, the bro
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +22,6 @@ if TYPE_CHECKING:
 
 KEY = "vllm_gates"
 SEED_KEY = "vllm_gates_seed"  # the controller's run seed, in each worker's workerinput
-_WORKER_HEADER = re.compile(r"\[gw[0-9]+\] .* -- Python ")  # the line xdist puts before a worker's failure text
-
-
-def without_worker_header(lines: list[str]) -> list[str]:
-    """A failure's lines without the ``[gw1] linux -- Python 3.11.7 ...`` line an xdist worker's report starts with."""
-    return lines[1:] if lines and _WORKER_HEADER.match(lines[0]) else lines
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -76,9 +69,9 @@ def manifest(run: "GateRun") -> dict[str, Any]:
 
 
 def merge(run: "GateRun", found: dict[str, Any]) -> None:
-    """Fold one worker's collection into the controller's run (every worker collects the same items)."""
+    """Fold one worker's collection into the controller's run (every worker collects the same items); the gate files
+    it names come from the run's snapshot, each loaded once in this process (the controller collects none itself)."""
     from _vllm_gates.errors import DefinitionError
-    from _vllm_gates.gatefile import load_gate_file
 
     run.collected_files.update(Path(p) for p in found["collected_files"])
     run.broken.update({row: why for row, why in found["broken"].items() if row not in run.broken})
@@ -100,9 +93,7 @@ def merge(run: "GateRun", found: dict[str, Any]) -> None:
             continue
         run.row_files[row] = path
         try:
-            run.gate_files[row] = load_gate_file(run.project.root / path, run.project.root, roadmap, run.project.marker_names,
-                                                  error_kinds=dict(run.project.error_kinds), per_gate=True,
-                                                  parity_marker=run.project.parity_marker())
+            run.gate_files[row] = run.snapshot.run_gate_file(run.project.root / path)
         except DefinitionError as error:  # changed on disk since the worker read it
             run.broken[row] = str(error)
 
