@@ -23,6 +23,7 @@ else:  # pragma: no cover - Python 3.10
 from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.implementations import PYTHON, Implementation, read_error_kinds, read_implementations
 from _vllm_gates.patterns import files_matching, matches
+from _vllm_gates.preread import recall, remember
 from _vllm_gates.requirements import BUILT_IN, CUDA, DETECT_FORMAT, Requirement
 from _vllm_gates.yamlsource import file_kind, read_definition_text
 
@@ -432,7 +433,10 @@ def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
     within the size limit (yamlsource.MAX_FILE_BYTES)."""
     if not path.is_file():  # a FIFO or a device is not a file here: never opened
         return "", {}, None
-    text = read_definition_text(path, path.name, CONFIG_FILE)
+    text = recall(path)  # the pytest entry's read of this run, or `gates`' own
+    if text is None:
+        text = read_definition_text(path, path.name, CONFIG_FILE)
+        remember(path, text)  # for the pytest run `gates` starts: its entry then reads nothing
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

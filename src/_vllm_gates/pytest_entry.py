@@ -7,16 +7,19 @@ is known, registers the engine's plugin (`_vllm_gates.plugin`, imported then) on
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 
 import pytest
 
 ENGINE = "_vllm_gates.plugin"
+PREREAD = "_vllm_gates.preread"
 CONFIG_FILE = "pyproject.toml"
 SECTION = "vllm-gates"
 ENGINE_READ_LIMIT = 8 * 1024 * 1024  # the engine's limit on the file (yamlsource.MAX_FILE_BYTES): past it, the engine refuses it
 
 _DECIDED = pytest.StashKey[bool]()
+_READ: dict[str, str] = {}  # the text engine_wanted read, by path, until engage hands it on
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,6 +59,7 @@ def engage(config: pytest.Config) -> None:
         return
     config.stash[_DECIDED] = True
     if engine_wanted(Path(config.rootpath)) and not config.pluginmanager.has_plugin(ENGINE):
+        _hand_on(Path(config.rootpath) / CONFIG_FILE)
         config.pluginmanager.register(importlib.import_module(ENGINE), ENGINE)
 
 
@@ -70,11 +74,24 @@ def engine_wanted(root: Path) -> bool:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
+    preread = sys.modules.get(PREREAD)  # loaded only where the engine is: `gates` read the file already
     try:
-        if path.stat().st_size > ENGINE_READ_LIMIT:
-            return True
-        document = tomllib.loads(path.read_bytes().decode("utf-8"))
+        text = preread.recall(path) if preread is not None else None
+        if text is None:
+            if path.stat().st_size > ENGINE_READ_LIMIT:
+                return True
+            text = path.read_bytes().decode("utf-8")
+        _READ[str(path)] = text
+        document = tomllib.loads(text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return True
     tool = document.get("tool", {})
     return isinstance(tool, dict) and SECTION in tool
+
+
+def _hand_on(path: Path) -> None:
+    """Hand the text this entry read to the engine's configuration reader (`_vllm_gates.preread`, a leaf), so the run
+    reads pyproject.toml once."""
+    text = _READ.pop(str(path), None)
+    if text is not None:
+        importlib.import_module(PREREAD).remember(path, text)
