@@ -25,6 +25,7 @@ except KeyboardInterrupt:
 
 if TYPE_CHECKING:
     from _vllm_gates.evidence import GateEvidence
+    from _vllm_gates.mutation_claims import MutationEvidence
 
 MARKER_CHOICES_HELP = "a marker of the project ([tool.vllm-gates] markers), or all"
 EPILOG = ("claims: DONE needs every gate PASS, in this run or on evidence (gates verdict, --evidence); PARTIAL lets "
@@ -232,8 +233,43 @@ def cmd_verdict(args: argparse.Namespace, project: Project) -> int:
     _check_rows(project, args.rows)
     found = _evidence(args.evidence)
     options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": args.rows,
-               "impl": _implementation(project.config, args.impl)}
+               "impl": _implementation(project.config, args.impl), "mutation": _mutation_evidence(args.mutation)}
     return judge_on_evidence(project, found, options)
+
+
+def _mutation_evidence(shown: str | None) -> "MutationEvidence":
+    """The `--mutation` report's rows (none given: an empty record, so a `mutation:` claim is refused and says so)."""
+    from _vllm_gates.mutation_claims import MutationEvidence
+    from _vllm_gates.mutation_evidence import MutationEvidenceError, read_mutation_report, row_strengths
+
+    if shown is None:
+        return MutationEvidence((), {})
+    try:
+        return MutationEvidence((shown,), row_strengths(read_mutation_report(Path(shown), shown), shown))
+    except MutationEvidenceError as error:
+        raise UsageError(str(error)) from None
+
+
+DEFAULT_RUN_REPORT = "reports/gates-cpu.json"  # what ci/cpu.sh writes (GATES_REPORTS=reports)
+DEFAULT_MUTATION_REPORT = "reports/mutation.json"  # what `gates mutate` writes
+
+
+def cmd_report(args: argparse.Namespace, project: Project) -> int:
+    """`gates report --html F`: one self-contained page from a run's report and a mutation report (docs/reports.md)."""
+    from _vllm_gates.html_report import problems, render_page, sources_for
+    from _vllm_gates.reports import write_atomic
+
+    run, mutation = sources_for(project.config.root, args.run, args.mutation, DEFAULT_RUN_REPORT, DEFAULT_MUTATION_REPORT)
+    refused = problems([("run", run, args.run is not None), ("mutation", mutation, args.mutation is not None)])
+    if refused:
+        raise UsageError("; ".join(refused))
+    try:
+        write_atomic(Path(args.html), render_page(run, mutation))
+    except OSError as exc:
+        raise UsageError(f"--html {args.html}: cannot write it: {exc.strerror or exc}") from None
+    print(f"gates report: wrote {args.html} (run: {run.shown if run.document else run.problem}; "
+          f"mutation: {mutation.shown if mutation.document else mutation.problem})")
+    return ExitCode.OK
 
 
 def cmd_audit(args: argparse.Namespace, project: Project) -> int:
@@ -465,6 +501,13 @@ def parser() -> argparse.ArgumentParser:
     verdict.add_argument("--json", metavar="F", help="write the verdicts as JSON")
     verdict.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
     verdict.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per claim")
+    verdict.add_argument("--mutation", metavar="F", help="a `gates mutate` report: a milestone stating `mutation: S` is "
+                                                         "DONE only where its row scored at least S on today's sources")
+    report = sub.add_parser("report", help="one self-contained HTML page from a run's JSON report and a mutation report")
+    report.add_argument("--html", metavar="F", required=True, help="the page to write")
+    report.add_argument("--run", metavar="F", help=f"a run's --json report (default: {DEFAULT_RUN_REPORT} under the project root)")
+    report.add_argument("--mutation", metavar="F", help=f"a `gates mutate` report (default: {DEFAULT_MUTATION_REPORT}; "
+                                                        "none there: the page says no mutation run)")
     audit = sub.add_parser("audit", help="show every gate can fail: the wrong-everywhere stand-in and each known-bad")
     audit.add_argument("rows", nargs="*")
     audit.add_argument("--marker", default="all", help=MARKER_CHOICES_HELP + " (default: all)")
@@ -497,7 +540,7 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
+COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "report": cmd_report, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
             "deviations": cmd_deviations, "upstream-drift": cmd_upstream_drift, "check-independence": cmd_check_independence}
 
 

@@ -73,16 +73,21 @@ def load_evidence_files(paths: list[str], absolute: bool = False) -> list[GateEv
 
 def read_run_report(path: Path, shown: str) -> dict[str, Any]:
     """A run report's document, read once; EvidenceError when it cannot be read or is not a run report."""
+    return read_report(path, f"--evidence {shown}", RUN_SCHEMA, "run report",
+                       "the --json report of `gates run` or pytest --gates-json", EvidenceError)
+
+
+def read_report(path: Path, label: str, schema: str, kind: str, origin: str, error: type[GatesError]) -> dict[str, Any]:
+    """A JSON report of ``schema``; ``error`` naming ``label`` (the flag and file) when it cannot be read or is not one."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise EvidenceError(f"--evidence {shown}: cannot read it: {exc.strerror or exc}") from None
+        raise error(f"{label}: cannot read it: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, ValueError) as exc:
-        raise EvidenceError(f"--evidence {shown}: not a JSON run report: {exc}") from None
-    schema = document.get("schema") if isinstance(document, dict) else None
-    if schema != RUN_SCHEMA:
-        raise EvidenceError(f"--evidence {shown}: schema {schema!r}, expected {RUN_SCHEMA!r} "
-                            "(the --json report of `gates run` or pytest --gates-json)")
+        raise error(f"{label}: not a JSON {kind}: {exc}") from None
+    found = document.get("schema") if isinstance(document, dict) else None
+    if found != schema:
+        raise error(f"{label}: schema {found!r}, expected {schema!r} ({origin})")
     return document
 
 

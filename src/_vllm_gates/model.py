@@ -175,6 +175,7 @@ class Milestone:
     title: str
     state: str
     claimed_by: str | None = None  # the implementation whose own claim the state is (None: the roadmap's; claims.py)
+    mutation: float | None = None  # `mutation: 0.9`: DONE needs a mutation score at least this (issue 28 item 5)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,18 @@ def _upstream(reader: Reader, row, key: str, pinned: str | None, check_pin: bool
     return claim
 
 
+def _mutation(reader: Reader, milestone, key: str) -> float | None:
+    """A milestone's `mutation:` requirement (issue 28 item 5): the least mutation score its DONE needs, in (0, 1]."""
+    if "mutation" not in milestone:
+        return None
+    value = milestone["mutation"]
+    if type(value) not in (int, float) or not 0 < value <= 1:
+        reader.problem(location_of(milestone, "mutation"), f"{key}.mutation",
+                       f"expected a mutation score in (0, 1], e.g. 0.9, got {show(value)}")
+        return None
+    return float(value)
+
+
 def load_roadmap(path: Path, display_path: str | None = None, pinned: str | None = None, check_pin: bool = False) -> Roadmap:
     """Parse and validate the roadmap; raise DefinitionError listing every problem. With ``check_pin``, a row's
     `upstream:` claim must name ``pinned``, the upstream release the project pins."""
@@ -70,8 +82,9 @@ def load_roadmap(path: Path, display_path: str | None = None, pinned: str | None
                 ms = reader.mapping(ms_body, ms_key, location_of(ms_map, ms_id))
                 if ms is None:
                     continue
-                reader.keys(ms, ms_key, {"title", "state"}, {"notes"})
-                milestones.append(Milestone(ms_id, reader.string(ms, "title", ms_key) or "", _state(reader, ms, ms_key)))
+                reader.keys(ms, ms_key, {"title", "state"}, {"notes", "mutation"})
+                milestones.append(Milestone(ms_id, reader.string(ms, "title", ms_key) or "", _state(reader, ms, ms_key),
+                                            mutation=_mutation(reader, ms, ms_key)))
             if ms_map is not None and not milestones:
                 reader.problem(location_of(row, "milestones"), f"{key}.milestones", "a row needs at least one milestone")
             rows.append(Row(row_id, reader.string(row, "title", key) or "", _state(reader, row, key), tuple(milestones),

@@ -25,6 +25,7 @@ from _vllm_gates.outcomes import ItemOutcome, SkipCause
 from _vllm_gates.partial import judge_partial, selection
 from _vllm_gates.profiles import RunSeed, current_profile_name
 from _vllm_gates.project import Project
+from _vllm_gates.mutation_claims import MutationEvidence, judge_strength
 from _vllm_gates.reports import junit_claims, markdown, table, write_atomic, write_json
 from _vllm_gates.worker_pool import WorkerPool
 from _vllm_gates.evidence import Device, GateEvidence, assess, environment, fill_evidence, this_device, with_fingerprints
@@ -91,6 +92,7 @@ class GateRun:
     impl_reported: bool = False  # those problems have their one item in this run (each gate points at it)
     not_run_why: str = ""  # why gates outside this run did not run, when it is not a marker filter
     evidence: list[GateEvidence] = field(default_factory=list)  # from --gates-evidence files
+    mutation: MutationEvidence | None = None  # `gates verdict --mutation`: milestones' `mutation:` judged on it (None: not judged)
     device: Device = field(default_factory=lambda: Device("unknown"))
     seed: RunSeed | None = None  # the run seed of profiles that are not derandomized (profiles.RunSeed)
     _results: dict[str, _Partial] = field(default_factory=dict)
@@ -177,6 +179,8 @@ class GateRun:
             fill_evidence(scope, assessed)
         report = build_report(claimed, list(self.gate_files.values()), items, dict(self.broken), scope,
                               {key: names for key, names in missing.items() if names})
+        if self.mutation is not None and partial is None:
+            report = judge_strength(report, claimed, self.mutation, self.project.root)
         report = with_operation_counts(report, self.gate_files, self.impl, {**answered_on_evidence(assessed), **self.answered})
         report = replace(report, evidence_offered=bool(self.evidence) and partial is None)
         report = with_fingerprints(report, fingerprints, self.device, self._needs_device, scope.simulated)
@@ -319,7 +323,7 @@ def judge_on_evidence(project: Project, evidence: list[GateEvidence], options: d
     """`gates verdict`: judge the claims of the rows asked for (all by default) from evidence alone, running nothing."""
     run = GateRun(project, json_path=options.get("json"), markdown_path=options.get("markdown"),
                   junit_path=options.get("junit"), evidence=evidence, meta={"markexpr": "", "verdict_only": True},
-                  impl=options.get("impl") or "python")
+                  impl=options.get("impl") or "python", mutation=options.get("mutation"))
     run.gate_files = {gf.row: gf for gf in project.gate_files}
     run.broken = {row: message for row, (_, message) in project.broken.items()}
     run.requested_rows = tuple(options.get("rows") or (r.id for r in project.roadmap.rows))

@@ -7,6 +7,8 @@ from enum import Enum
 from _vllm_gates.model import BrokenGate, Gate, GateFile, Roadmap
 from _vllm_gates.outcomes import ItemOutcome, NotImplementedBy, OperationCount, RequirementUnmet, SkipCause
 
+MILESTONE_UNMET = "a milestone does not meet its claimed state"  # a row's claim, when one of its milestones' is not met
+
 
 class Verdict(str, Enum):
     """Ordered from best to worst; a group's verdict is the worst of its members."""
@@ -339,7 +341,7 @@ def build_report(roadmap: Roadmap, gate_files: list[GateFile], items: list[ItemR
             verdict = worst([m.verdict for m in milestone_claims] + [g.verdict for g in not_loaded]) if milestone_claims or not_loaded else Verdict.EMPTY
             met, why = claim_met(row.state, verdict, gate_results, scope.device_markers)
             if met and not all(m.claim_met for m in milestone_claims):
-                met, why = False, "a milestone does not meet its claimed state"
+                met, why = False, MILESTONE_UNMET
             row_claim = ClaimResult(row.id, None, row.state, verdict, met, why, row.claimed_by)
         parity = None
         if row.upstream and gate_file is not None:

@@ -1,0 +1,261 @@
+"""`gates report --html F`: one self-contained page (inline CSS and script, nothing fetched) from a run's JSON report
+and the last mutation report (issue 28 item 7). Both are read defensively: a missing or malformed part is said on
+the page, every value is escaped, and long lists and diffs are cut with a count of what was cut."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any, Iterable
+
+from _vllm_gates.mutation_evidence import MUTATION_SCHEMA
+from _vllm_gates.reports import RUN_SCHEMA
+
+MAX_ITEMS_PER_GATE = 200
+MAX_MATRIX_ROWS = 400
+MAX_SURVIVORS = 50
+MAX_DIFF_CHARS = 4000
+MAX_TEXT = 500  # a reason, a title, a detail
+
+STATUS_CELL = {"killed": "k", "timed_out": "t", "survived": "s", "not_covered": "n", "equivalent": "e", "not_compiling": "c"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """A report the page is made from: its name as given, its document, or why there is none."""
+
+    shown: str
+    document: dict[str, Any] | None
+    problem: str = ""
+
+
+def read_source(path: Path, shown: str, schema: str) -> Source:
+    """A JSON report of ``schema``; a file that is not there, not JSON or of another schema is a Source with the reason."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Source(shown, None, f"{shown} does not exist")
+    except OSError as exc:
+        return Source(shown, None, f"{shown} cannot be read: {exc.strerror or exc}")
+    except (UnicodeDecodeError, ValueError) as exc:
+        return Source(shown, None, f"{shown} is not JSON: {exc}")
+    found = document.get("schema") if isinstance(document, dict) else None
+    if found != schema:
+        return Source(shown, None, f"{shown} has schema {found!r}, expected {schema!r}")
+    return Source(shown, document)
+
+
+def _text(value: Any, limit: int = MAX_TEXT) -> str:
+    shown = value if isinstance(value, str) else json.dumps(value) if value is not None else ""
+    return escape(shown if len(shown) <= limit else shown[:limit] + f" … ({len(shown) - limit} more characters)")
+
+
+def _list(value: Any) -> list[Any]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _number(value: Any) -> float:
+    return float(value) if type(value) in (int, float) else 0.0
+
+
+def _verdict(value: Any) -> str:
+    text = value if isinstance(value, str) else "?"
+    return f'<span class="v v-{escape(text.lower())}">{escape(text)}</span>'
+
+
+def _cut(shown: int, total: int, what: str) -> str:
+    return f'<p class="cut">{total - shown} more {what} not shown (first {shown} of {total})</p>' if total > shown else ""
+
+
+def _claim(claim: Any) -> str:
+    claim = claim if isinstance(claim, dict) else {}
+    met = "not judged" if claim.get("judged") is False else "met" if claim.get("claim_met") else "not met"
+    return (f'{_verdict(claim.get("verdict"))} claims <b>{_text(claim.get("state"))}</b> '
+            f'<span class="{"met" if met == "met" else "unmet"}">{met}</span> <span class="why">{_text(claim.get("reason"))}</span>')
+
+
+def _gate(gate: dict[str, Any], items: list[dict[str, Any]]) -> str:
+    seconds = sum(_number(i.get("duration")) for i in items)
+    counts = (f'cases {int(_number(gate.get("cases_passed")))}/{int(_number(gate.get("cases_total")))}, '
+              f'examples {int(_number(gate.get("examples")))}, known-bad {int(_number(gate.get("known_bad_rejected")))}/'
+              f'{int(_number(gate.get("known_bad_total")))}, {int(_number(gate.get("checks")))} checks, {seconds:.2f} s')
+    rows = "".join(f'<tr><td>{_text(i.get("name"))}</td><td>{_text(i.get("kind"))}</td><td>{_text(i.get("outcome"))}</td>'
+                   f'<td>{_number(i.get("duration")):.3f}</td><td>{_text(i.get("detail"))}</td></tr>'
+                   for i in items[:MAX_ITEMS_PER_GATE])
+    table = (f'<table><tr><th>item</th><th>kind</th><th>outcome</th><th>s</th><th>detail</th></tr>{rows}</table>'
+             f'{_cut(min(len(items), MAX_ITEMS_PER_GATE), len(items), "items")}') if items else "<p>no item of this gate ran here</p>"
+    return (f'<details class="gate"><summary>{_verdict(gate.get("verdict"))} <code>{_text(gate.get("gate"))}</code> '
+            f'{counts} <span class="why">{_text(gate.get("reason"))}</span></summary>{table}</details>')
+
+
+def _row(row: dict[str, Any], items: list[dict[str, Any]]) -> str:
+    gates = _list(row.get("gates"))
+    by_gate: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for item in items:
+        by_gate.setdefault((item.get("row"), item.get("gate")), []).append(item)
+    parts = []
+    for milestone in _list(row.get("milestones")):
+        mine = [g for g in gates if g.get("milestone") == milestone.get("milestone")]
+        body = "".join(_gate(g, by_gate.get((g.get("row"), g.get("gate")), [])) for g in mine) or "<p>no gate</p>"
+        parts.append(f'<details class="milestone"><summary><b>{_text(milestone.get("milestone"))}</b> '
+                     f'{_claim(milestone)}</summary>{body}</details>')
+    return (f'<details class="row"><summary><b>{_text(row.get("row"))}</b> {_text(row.get("title"))} '
+            f'{_claim(row.get("claim"))}</summary>{"".join(parts) or "<p>no milestone</p>"}</details>')
+
+
+def _section(anchor: str, title: str, head: str, rows: Iterable[str]) -> str:
+    body = "".join(rows) or "<p>the report holds no row</p>"
+    return f'<section id="{anchor}"><h2>{title}</h2><p>{head}</p>{body}</section>'
+
+
+def _absent(anchor: str, title: str, what: str, source: Source) -> str:
+    return f'<section id="{anchor}"><h2>{title}</h2><p class="none">{what}: {_text(source.problem)}</p></section>'
+
+
+def run_section(run: Source) -> str:
+    """Rows, then milestones, then gates (each a <details>), with verdicts, counts and timings."""
+    if run.document is None:
+        return _absent("run", "Gates", "No run report", run)
+    doc = run.document
+    items = _list(doc.get("items"))
+    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    head = (f'{_text(run.shown)}: exit {_text(doc.get("exit_code"))}, {int(_number(doc.get("checks")))} checks, '
+            f'marker {_text(meta.get("markexpr"))}')
+    return _section("run", "Gates", head, (_row(r, items) for r in _list(doc.get("rows"))))
+
+
+def _matrix(row: dict[str, Any]) -> str:
+    """Mutants and known-bads down, gates across: the gate that rejected each first, the gates that ran it."""
+    gates = [g.get("gate") for g in _list(row.get("gates"))]
+    entries = [(m, "mutant") for m in _list(row.get("mutants"))] + [(k, "known-bad") for k in _list(row.get("known_bads"))]
+    for entry, _ in entries:
+        killer = entry.get("killed_by")
+        for gate in [killer.get("gate") if isinstance(killer, dict) else None, *(entry.get("gates_run") or [])]:
+            if isinstance(gate, str) and gate not in gates:
+                gates.append(gate)
+    head = "".join(f'<th class="g"><span>{_text(g, 60)}</span></th>' for g in gates)
+    kills = {g.get("gate"): g for g in _list(row.get("gates"))}
+    most = max([_number(g.get("killed")) for g in kills.values()] + [1.0])
+    heat = "".join(f'<td class="heat" style="background: rgba(200,40,40,{_number(kills.get(g, {}).get("killed")) / most:.2f})" '
+                   f'title="killed {int(_number(kills.get(g, {}).get("killed")))}, unique {int(_number(kills.get(g, {}).get("unique_kills")))}'
+                   f'{", redundant" if kills.get(g, {}).get("redundant") else ""}">{int(_number(kills.get(g, {}).get("killed")))}</td>'
+                   for g in gates)
+    lines = []
+    for entry, kind in entries[:MAX_MATRIX_ROWS]:
+        killer = entry.get("killed_by") if isinstance(entry.get("killed_by"), dict) else {}
+        ran = set(g for g in (entry.get("gates_run") or []) if isinstance(g, str))
+        status = entry.get("status") if kind == "mutant" else ("killed" if killer else "survived")
+        cells = []
+        for gate in gates:
+            if killer.get("gate") == gate:
+                cells.append(f'<td class="c c-k" title="{_text(killer.get("item"))}">&#9632;</td>')
+            elif gate in ran:
+                cells.append(f'<td class="c c-{STATUS_CELL.get(status, "s") if status != "killed" else "r"}"></td>')
+            else:
+                cells.append('<td class="c c-0"></td>')
+        label = entry.get("id") if kind == "mutant" else f'known-bad {entry.get("gate")}:{entry.get("name")}'
+        lines.append(f'<tr class="{kind}"><th>{_text(label, 120)}</th><td>{_text(status)}</td>{"".join(cells)}</tr>')
+    return (f'<table class="matrix"><tr><th>mutant / known-bad</th><th>status</th>{head}</tr>'
+            f'<tr><th>kills per gate</th><td></td>{heat}</tr>{"".join(lines)}</table>'
+            f'{_cut(min(len(entries), MAX_MATRIX_ROWS), len(entries), "mutants and known-bads")}')
+
+
+def _diff(text: Any) -> str:
+    diff = text if isinstance(text, str) else ""
+    shown = diff[:MAX_DIFF_CHARS]
+    lines = []
+    for line in shown.splitlines():
+        kind = "add" if line.startswith("+") and not line.startswith("+++") else \
+            "del" if line.startswith("-") and not line.startswith("---") else "ctx"
+        lines.append(f'<span class="{kind}">{escape(line)}</span>')
+    cut = f'\n… {len(diff) - MAX_DIFF_CHARS} more characters of this diff not shown' if len(diff) > MAX_DIFF_CHARS else ""
+    return f'<pre class="diff">{chr(10).join(lines)}{escape(cut)}</pre>'
+
+
+def _survivors(row: dict[str, Any]) -> str:
+    found = [m for m in _list(row.get("mutants")) if m.get("status") == "survived"]
+    if not found:
+        return "<p>no survivor</p>"
+    shown = "".join(f'<div class="survivor"><p><code>{_text(m.get("file"))}:{_text(m.get("line"))}</code> '
+                    f'{_text(m.get("operator"))}; gates that ran and passed it: '
+                    f'{_text(", ".join(str(g) for g in (m.get("gates_run") or [])) or "none")}</p>{_diff(m.get("diff"))}</div>'
+                    for m in found[:MAX_SURVIVORS])
+    return shown + _cut(min(len(found), MAX_SURVIVORS), len(found), "survivors")
+
+
+def _mutation_row(row: dict[str, Any]) -> str:
+    score = row.get("score")
+    shown = f"{score:.1%}" if type(score) in (int, float) else "no score"
+    counts = ", ".join(f"{key.replace('_', ' ')} {int(_number(row.get(key)))}" for key in
+                       ("generated", "killed", "survived", "timed_out", "not_covered", "equivalent", "not_compiling"))
+    redundant = [g.get("gate") for g in _list(row.get("gates")) if g.get("redundant")]
+    extra = f'<p>redundant gates (kill nothing another does not): {_text(", ".join(map(str, redundant)))}</p>' if redundant else ""
+    return (f'<details class="mrow"><summary><b>{_text(row.get("row"))}</b> score <b>{shown}</b> ({counts})</summary>{extra}'
+            f'<h4>Kill matrix</h4>{_matrix(row)}<h4>Survivors</h4>{_survivors(row)}</details>')
+
+
+def mutation_section(mutation: Source) -> str:
+    """Per row: the counts and score, the kill matrix as a heat map, the survivors with their diffs."""
+    if mutation.document is None:
+        return _absent("mutation", "Mutation", "No mutation run", mutation)
+    doc = mutation.document
+    head = (f'{_text(mutation.shown)}: engine {_text(doc.get("engine"))}, started {_text(doc.get("started"))}, '
+            f'{_number(doc.get("seconds")):.1f} s, seed {_text(doc.get("seed"))}, changed since {_text(doc.get("changed_since"))}')
+    return _section("mutation", "Mutation", head, (_mutation_row(r) for r in _list(doc.get("rows"))))
+
+
+def tolerance_section(run: Source) -> str:
+    """How much of its tolerance each numeric gate used: a section only where the run report records it (none yet)."""
+    gates = [g for r in _list((run.document or {}).get("rows")) for g in _list(r.get("gates")) if "tolerance_used" in g]
+    if not gates:
+        return ""
+    rows = "".join(f'<tr><td><code>{_text(g.get("gate"))}</code></td><td>{_number(g.get("tolerance_used")):.1%}</td></tr>' for g in gates)
+    return f'<section id="tolerance"><h2>Numeric gates</h2><table><tr><th>gate</th><th>tolerance used</th></tr>{rows}</table></section>'
+
+
+STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
+details{margin:.2em 0 .2em 1.2em}summary{cursor:pointer}
+table{border-collapse:collapse;margin:.4em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
+.v{font-weight:bold;padding:0 4px;border-radius:3px}.v-pass{background:#c8f0c8}.v-fail,.v-error{background:#f6c0c0}
+.v-unproven,.v-skipped,.v-weak,.v-incomplete,.v-empty,.v-not-implemented{background:#f3e5b0}
+.met{color:#176317}.unmet{color:#a11;font-weight:bold}.why{color:#555}.cut,.none{color:#a60;font-style:italic}
+.matrix td.c{width:14px;height:14px;padding:0}.c-k{background:#c82828;color:#fff;text-align:center;font-size:9px}
+.c-r{background:#f0b4b4}.c-s{background:#f5d76e}.c-t{background:#b48cd2}.c-n,.c-e,.c-c{background:#ddd}.c-0{background:#fafafa}
+.matrix th.g{writing-mode:vertical-rl;font-weight:normal;font-size:11px}.matrix tr.known-bad th{color:#236}
+pre.diff{background:#f6f6f6;padding:.4em;overflow:auto;max-height:30em}.add{color:#176317}.del{color:#a11}
+"""
+
+SCRIPT = """
+document.getElementById('expand').addEventListener('click', function () {
+  document.querySelectorAll('details').forEach(function (d) { d.open = true; });
+});
+document.getElementById('collapse').addEventListener('click', function () {
+  document.querySelectorAll('details').forEach(function (d) { d.open = false; });
+});
+"""
+
+
+def render_page(run: Source, mutation: Source) -> str:
+    """The whole page: no external resource, every value from the reports escaped."""
+    body = "".join((run_section(run), tolerance_section(run), mutation_section(mutation)))
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+            "script-src 'unsafe-inline'\">"
+            f'<title>vllm-gates report</title><style>{STYLE}</style></head><body><h1>vllm-gates report</h1>'
+            '<p><button id="expand" type="button">expand all</button> <button id="collapse" type="button">collapse all</button></p>'
+            f'{body}<script>{SCRIPT}</script></body></html>\n')
+
+
+def sources_for(root: Path, run: str | None, mutation: str | None, default_run: str, default_mutation: str) -> tuple[Source, Source]:
+    """The two reports as given (relative to the current folder) or their defaults under the project root."""
+    def read(given: str | None, default: str, schema: str) -> Source:
+        return read_source(Path(given) if given else root / default, given or default, schema)
+
+    return read(run, default_run, RUN_SCHEMA), read(mutation, default_mutation, MUTATION_SCHEMA)
+
+
+def problems(sources: Iterable[tuple[str, Source, bool]]) -> list[str]:
+    """`--FLAG problem` for each report named explicitly that cannot be used (a default that cannot is said on the page)."""
+    return [f"--{flag} {source.problem}" for flag, source, named in sources if named and source.document is None]
