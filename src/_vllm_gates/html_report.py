@@ -55,6 +55,10 @@ def _list(value: Any) -> list[Any]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
+def _names(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
 def _number(value: Any) -> float:
     return float(value) if type(value) in (int, float) else 0.0
 
@@ -131,7 +135,7 @@ def _matrix(row: dict[str, Any]) -> str:
     entries = [(m, "mutant") for m in _list(row.get("mutants"))] + [(k, "known-bad") for k in _list(row.get("known_bads"))]
     for entry, _ in entries:
         killer = entry.get("killed_by")
-        for gate in [killer.get("gate") if isinstance(killer, dict) else None, *(entry.get("gates_run") or [])]:
+        for gate in [killer.get("gate") if isinstance(killer, dict) else None, *_names(entry.get("gates_run"))]:
             if isinstance(gate, str) and gate not in gates:
                 gates.append(gate)
     head = "".join(f'<th class="g"><span>{_text(g, 60)}</span></th>' for g in gates)
@@ -144,7 +148,7 @@ def _matrix(row: dict[str, Any]) -> str:
     lines = []
     for entry, kind in entries[:MAX_MATRIX_ROWS]:
         killer = entry.get("killed_by") if isinstance(entry.get("killed_by"), dict) else {}
-        ran = set(g for g in (entry.get("gates_run") or []) if isinstance(g, str))
+        ran = set(_names(entry.get("gates_run")))
         status = entry.get("status") if kind == "mutant" else ("killed" if killer else "survived")
         cells = []
         for gate in gates:
@@ -179,7 +183,7 @@ def _survivors(row: dict[str, Any]) -> str:
         return "<p>no survivor</p>"
     shown = "".join(f'<div class="survivor"><p><code>{_text(m.get("file"))}:{_text(m.get("line"))}</code> '
                     f'{_text(m.get("operator"))}; gates that ran and passed it: '
-                    f'{_text(", ".join(str(g) for g in (m.get("gates_run") or [])) or "none")}</p>{_diff(m.get("diff"))}</div>'
+                    f'{_text(", ".join(_names(m.get("gates_run"))) or "none")}</p>{_diff(m.get("diff"))}</div>'
                     for m in found[:MAX_SURVIVORS])
     return shown + _cut(min(len(found), MAX_SURVIVORS), len(found), "survivors")
 
