@@ -192,6 +192,9 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
         if value:
             extra.append(f"{flag}={value}")
     evidence = tuple(_evidence(args.evidence, absolute=True))  # handed over: read once, checked before anything runs
+    if args.mutation:  # checked here, so a report that cannot be used is a usage error before anything runs
+        _mutation_evidence(args.mutation)
+        extra.append(f"--gates-mutation={Path(args.mutation).resolve()}")
     options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows or None,
                "markexpr": "" if args.marker == "all" else args.marker}
     return _pytest(Handover(project, tuple(rows) or None, evidence), extra, options, targets=targets)
@@ -238,14 +241,12 @@ def cmd_verdict(args: argparse.Namespace, project: Project) -> int:
 
 
 def _mutation_evidence(shown: str | None) -> "MutationEvidence":
-    """The `--mutation` report's rows (none given: an empty record, so a `mutation:` claim is refused and says so)."""
-    from _vllm_gates.mutation_claims import MutationEvidence
-    from _vllm_gates.mutation_evidence import MutationEvidenceError, read_mutation_report, row_strengths
+    """The `--mutation` report (mutation_claims.load_mutation_evidence); UsageError naming a file that cannot be used."""
+    from _vllm_gates.mutation_claims import load_mutation_evidence
+    from _vllm_gates.mutation_evidence import MutationEvidenceError
 
-    if shown is None:
-        return MutationEvidence((), {})
     try:
-        return MutationEvidence((shown,), row_strengths(read_mutation_report(Path(shown), shown), shown))
+        return load_mutation_evidence(shown)
     except MutationEvidenceError as error:
         raise UsageError(str(error)) from None
 
@@ -488,6 +489,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per gate item and per claim")
     run.add_argument("--impl", metavar="NAME", help="the implementation to judge: python (default) or one declared under "
                                                     "[tool.vllm-gates.implementations]; built first when out of date")
+    run.add_argument("--mutation", metavar="F", help="a `gates mutate` report: milestones stating `mutation: S` are judged "
+                                                     "on it (without it, gates run does not judge `mutation:`)")
     run.add_argument("--evidence", action="append", default=[], metavar="F",
                      help="an earlier run's --json report (another machine's): its gates count where their fingerprint "
                           "matches the tree now (repeatable)")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Mapping
 
 from _vllm_gates.model import Roadmap
-from _vllm_gates.mutation_evidence import RowStrength, sources_fingerprint
+from _vllm_gates.mutation_evidence import RowStrength, read_mutation_report, row_strengths, sources_fingerprint
 from _vllm_gates.verdicts import MILESTONE_UNMET, ClaimResult, RowReport, RunReport
 
 
@@ -17,6 +17,14 @@ class MutationEvidence:
 
     shown: tuple[str, ...]
     rows: Mapping[str, RowStrength]
+
+
+def load_mutation_evidence(shown: str | None) -> MutationEvidence:
+    """The `--mutation` report's rows (None given: an empty record, so a `mutation:` claim is refused and says so);
+    MutationEvidenceError naming the file when it cannot be used."""
+    if shown is None:
+        return MutationEvidence((), {})
+    return MutationEvidence((shown,), row_strengths(read_mutation_report(Path(shown), shown), shown))
 
 
 def shortfall(row: str, milestone: str, required: float, evidence: MutationEvidence, root: Path) -> str | None:

@@ -19,6 +19,7 @@ from _vllm_gates.checks import ResolvedGate, Subject
 from _vllm_gates.config import implementation_refused, load_config
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.evidence import GateEvidence
+from _vllm_gates.mutation_claims import MutationEvidence, load_mutation_evidence
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run, not_started, pointer
 from _vllm_gates.implementations import PYTHON, Implementation
@@ -63,6 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         run.requested_rows = _requested_rows(snapshot, list(config.getoption("gates_row") or ()), changed_since)
         run.evidence = [] if xdist_run.is_worker(config) else _load_evidence(list(config.getoption("gates_evidence") or ()))
+    if config.getoption("gates_mutation") and not xdist_run.is_worker(config):
+        run.mutation = _load_mutation(config.getoption("gates_mutation"))
     run.markexpr = config.option.markexpr or ""
     run.collect_only = bool(config.option.collectonly)
     run.seed = RunSeed.choose(config.getoption(SEED_OPTION, default=None),
@@ -130,6 +133,16 @@ def _load_evidence(paths: list[str]) -> list[GateEvidence]:
     try:
         return load_evidence_files(paths)
     except EvidenceError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def _load_mutation(shown: str) -> MutationEvidence:
+    """The --gates-mutation report (mutation_claims.load_mutation_evidence); a usage error names a file that cannot be used."""
+    from _vllm_gates.mutation_evidence import MutationEvidenceError
+
+    try:
+        return load_mutation_evidence(shown)
+    except MutationEvidenceError as error:
         raise pytest.UsageError(str(error)) from None
 
 

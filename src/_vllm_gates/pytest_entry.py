@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gates-evidence", action="append", default=[], metavar="F",
                     help="the JSON report of an earlier run (another machine's): gates it executed under the fingerprint "
                          "they have now count toward the verdicts (repeatable)")
+    group.addoption("--gates-mutation", metavar="F",
+                    help="a `gates mutate` report: a milestone stating `mutation: S` is DONE only where its row scored "
+                         "at least S on today's sources (docs/reports.md)")
 
 
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:

@@ -57,6 +57,16 @@ def test_a_milestone_requiring_099_is_refused_done_naming_the_score(example):
     assert "the mutation run scored 0.93 (killed 186 of 200)" in out
 
 
+def test_gates_run_and_pytest_judge_mutation_when_given_a_report(example):
+    _require(example, "0.99")
+    report = _mutation_report(example, 186, 200)
+    result, judged = example.run_json("--mutation", report)
+    assert result.code == 1 and "the mutation run scored 0.93 (killed 186 of 200)" in _m1(judged)["reason"]
+    outcome = example.pytest("-m", "cpu", f"--gates-mutation={report}")
+    assert outcome.ret == 1 and "the mutation run scored 0.93" in outcome.stdout.str()
+    assert example.gates("run", "--mutation", str(example.root / "nope.json")).code == 2
+
+
 def test_a_score_that_meets_the_requirement_keeps_done(example):
     _require(example, "0.9")
     example.run_json()
