@@ -110,7 +110,7 @@ def _row(row: dict[str, Any], items: list[dict[str, Any]]) -> str:
 
 def _section(anchor: str, title: str, head: str, rows: Iterable[str]) -> str:
     body = "".join(rows) or "<p>the report holds no row</p>"
-    return f'<section id="{anchor}"><h2>{title}</h2><p>{head}</p>{body}</section>'
+    return f'<section id="{anchor}"><h2>{title}</h2>{head}{body}</section>'
 
 
 def _absent(anchor: str, title: str, what: str, source: Source) -> str:
@@ -124,8 +124,8 @@ def run_section(run: Source) -> str:
     doc = run.document
     items = _list(doc.get("items"))
     meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
-    head = (f'{_text(run.shown)}: exit {_text(doc.get("exit_code"))}, {int(_number(doc.get("checks")))} checks, '
-            f'marker {_text(meta.get("markexpr"))}')
+    head = (f'<p>{_text(run.shown)}: exit {_text(doc.get("exit_code"))}, {int(_number(doc.get("checks")))} checks, '
+            f'marker {_text(meta.get("markexpr"))}</p>')
     return _section("run", "Gates", head, (_row(r, items) for r in _list(doc.get("rows"))))
 
 
@@ -204,8 +204,9 @@ def mutation_section(mutation: Source) -> str:
     if mutation.document is None:
         return _absent("mutation", "Mutation", "No mutation run", mutation)
     doc = mutation.document
-    head = (f'{_text(mutation.shown)}: engine {_text(doc.get("engine"))}, started {_text(doc.get("started"))}, '
-            f'{_number(doc.get("seconds")):.1f} s, seed {_text(doc.get("seed"))}, changed since {_text(doc.get("changed_since"))}')
+    head = (f'<p>{_text(mutation.shown)}: engine {_text(doc.get("engine"))}, started {_text(doc.get("started"))}, '
+            f'{_number(doc.get("seconds")):.1f} s, seed {_text(doc.get("seed"))}, '
+            f'{"lines changed since " + _text(doc.get("changed_since")) if doc.get("changed_since") else "every line"}</p>{LEGEND}')
     return _section("mutation", "Mutation", head, (_mutation_row(r) for r in _list(doc.get("rows"))))
 
 
@@ -217,6 +218,10 @@ def tolerance_section(run: Source) -> str:
     rows = "".join(f'<tr><td><code>{_text(g.get("gate"))}</code></td><td>{_number(g.get("tolerance_used")):.1%}</td></tr>' for g in gates)
     return f'<section id="tolerance"><h2>Numeric gates</h2><table><tr><th>gate</th><th>tolerance used</th></tr>{rows}</table></section>'
 
+
+LEGEND = ('<p class="legend">kill matrix: <span class="c-k">&#9632;</span> rejected it first '
+          '<span class="c-r">&nbsp;&nbsp;</span> ran it, not first <span class="c-s">&nbsp;&nbsp;</span> ran it and it survived '
+          '<span class="c-t">&nbsp;&nbsp;</span> timed out <span class="c-e">&nbsp;&nbsp;</span> equivalent, not compiling or not covered</p>')
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}

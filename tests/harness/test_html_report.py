@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,29 @@ def test_every_value_is_escaped_and_nothing_is_fetched(tmp_path):
     assert "<b>old-version</b>" not in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page), "the page fetches nothing"
     assert page.count("<script>") == 1
+    assert _unbalanced(page) == [], "hostile values do not open or close elements"
+
+
+def _unbalanced(page: str) -> list[tuple[str | None, str]]:
+    """Each end tag that does not close the element opened last, and the elements never closed."""
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.open: list[str] = []
+            self.wrong: list[tuple[str | None, str]] = []
+
+        def handle_starttag(self, tag: str, attrs: object) -> None:
+            if tag != "meta":
+                self.open.append(tag)
+
+        def handle_endtag(self, tag: str) -> None:
+            last = self.open.pop() if self.open else None
+            if last != tag:
+                self.wrong.append((last, tag))
+
+    tags = Tags()
+    tags.feed(page)
+    return tags.wrong + [(tag, "") for tag in tags.open]
 
 
 def test_without_a_mutation_report_the_section_says_so(example):
