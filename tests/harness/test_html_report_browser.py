@@ -43,6 +43,10 @@ def test_the_page_loads_expands_and_renders_in_chromium(browser, tmp_path):
     assert browser.title == "vllm-gates report"
     rows = browser.find_elements(By.CSS_SELECTOR, "details.row")
     assert len(rows) == 2
+    for row in rows:  # each row opens on a click of its summary
+        assert row.get_attribute("open") is None
+        row.find_element(By.TAG_NAME, "summary").click()
+        assert row.get_attribute("open") is not None
     browser.find_element(By.ID, "expand").click()  # the page's own script opens every <details>
     for row in rows:
         assert row.get_attribute("open") is not None
@@ -55,7 +59,7 @@ def test_the_page_loads_expands_and_renders_in_chromium(browser, tmp_path):
     heat = browser.find_elements(By.CSS_SELECTOR, "table.matrix td.heat")
     assert {h.value_of_css_property("background-color") for h in heat} - {"rgba(0, 0, 0, 0)"}, "the heat row is coloured"
     diffs = browser.find_elements(By.CSS_SELECTOR, "div.survivor pre.diff")
-    assert len(diffs) == 4 and all("if size <= limit:" in d.text for d in diffs)
+    assert len(diffs) == 4 and all(d.is_displayed() and "if size <= limit:" in d.text for d in diffs)
     browser.find_element(By.ID, "collapse").click()
     assert all(row.get_attribute("open") is None for row in rows)
     errors = [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "ERROR")]
