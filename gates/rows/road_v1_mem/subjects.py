@@ -14,8 +14,9 @@ from typing import Any, Mapping
 
 from impl.entrypoints.cli_args import add_sizing_arguments, engine_params_from_args
 from impl.entrypoints.model_loader import EngineParams, UtilizationNotAppliedWarning, resolve_num_blocks
+from impl.v1.kv_cache_interface import kv_bytes_per_block as impl_kv_bytes_per_block
 
-from .build import impl_spec
+from .build import impl_kv_config, impl_spec
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "models"
 
@@ -23,6 +24,12 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "models"
 def page_size_bytes(spec: Mapping[str, Any]) -> int:
     """Construct the spec (so construction errors are the impl's outcome) and read its page size."""
     return impl_spec(spec).page_size_bytes
+
+
+def kv_bytes_per_block(layout: Mapping[str, Any]) -> int:
+    """Construct the KV config of a layout (its groups' construction errors are the impl's outcome) and read its
+    bytes per block."""
+    return impl_kv_bytes_per_block(impl_kv_config(layout))
 
 
 def max_memory_usage_bytes(spec: Mapping[str, Any], max_model_len: int, max_num_batched_tokens: int | None = None

@@ -5,7 +5,7 @@ one placeholder layer name per group, so a 1 GiB budget allocated 8.5 GiB on a 2
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from impl.v1.kv_cache_interface import (
     FP8_DS_MLA,
@@ -17,7 +17,17 @@ from impl.v1.kv_cache_interface import (
     kv_bytes_per_block,
 )
 
-from ..build import impl_spec
+from ..build import impl_kv_config, impl_spec
+
+
+def _on_layout(stand_in: Callable[[KVCacheConfig], int]) -> Callable[[Mapping[str, Any]], int]:
+    """A config stand-in given the layout, as gates.rows.road_v1_mem.subjects:kv_bytes_per_block is."""
+    def on_layout(layout: Mapping[str, Any]) -> int:
+        return stand_in(impl_kv_config(layout))
+    # the name and docstring, not functools.wraps: its __wrapped__ would show the harness (config) for (layout)
+    on_layout.__name__, on_layout.__qualname__ = stand_in.__name__, stand_in.__qualname__
+    on_layout.__doc__ = stand_in.__doc__
+    return on_layout
 
 
 def _mla_doubled(spec: Any) -> int:
@@ -26,6 +36,7 @@ def _mla_doubled(spec: Any) -> int:
     return spec.page_size_bytes
 
 
+@_on_layout
 def mla_keeps_factor_2(config: KVCacheConfig) -> int:
     """MLA pages counted as separate K and V."""
     specs = [s for s in config.per_layer_attn_specs if s is not None] if config.per_layer_attn_specs else [
@@ -34,6 +45,7 @@ def mla_keeps_factor_2(config: KVCacheConfig) -> int:
     return sum(_mla_doubled(s) for s in specs)
 
 
+@_on_layout
 def mamba_counted_per_block(config: KVCacheConfig) -> int:
     """Recurrent state added to every block as if it were paged."""
     state = sum(g.kv_cache_spec.page_size_bytes * len(g.layer_names)
@@ -41,6 +53,7 @@ def mamba_counted_per_block(config: KVCacheConfig) -> int:
     return kv_bytes_per_block(config) + state
 
 
+@_on_layout
 def group_counted_once(config: KVCacheConfig) -> int:
     """One page per group whatever its layer count (the C++ port's placeholder-name defect)."""
     if config.per_layer_attn_specs:
@@ -49,6 +62,7 @@ def group_counted_once(config: KVCacheConfig) -> int:
                if isinstance(g.kv_cache_spec, AttentionSpec))
 
 
+@_on_layout
 def per_layer_path_ignored(config: KVCacheConfig) -> int:
     """Always sums the groups, even when heterogeneous per-layer specs are given."""
     return kv_bytes_per_block(KVCacheConfig(config.num_blocks, config.kv_cache_tensors, config.kv_cache_groups))
@@ -58,6 +72,7 @@ def _unpadded(spec: Any) -> int:
     return spec.unpadded_page_size_bytes if isinstance(spec, AttentionSpec) else spec.page_size_bytes
 
 
+@_on_layout
 def padded_page_ignored(config: KVCacheConfig) -> int:
     """The real page is used where a padded page was declared."""
     if config.per_layer_attn_specs:
