@@ -83,6 +83,7 @@ def vllm_rank_group_lookups(
     sizes = {"tp": tp, "pcp": pcp, "pp": pp, "dp": dp, "external_dp": external_dp, "dcp": dcp}
     members = vllm_rank_groups(kind, **sizes)[rank][0]
     world = external_dp * dp * pp * pcp * tp
-    return {"members": members, "length": len(members), "at": [members[i] for i in range(-len(members), len(members))],
+    return {"members": members, "equals_members": True, "length": len(members), "at": [members[i] for i in range(-len(members), len(members))],
+            "refuses_past_ends": True,
             "reversed": members[::-1], "odd": members[1::2], "contains": [r in members for r in range(world)],
             "position": [members.index(r) if r in members else None for r in range(world)]}

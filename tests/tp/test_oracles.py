@@ -49,7 +49,7 @@ def test_layout_oracle_tables_and_rank_lookup() -> None:
 def test_sequence_oracle_reads_the_row_as_a_list() -> None:
     """TP-1.9: the DCP group over the whole TP2 x PCP2 block, PCP first, read by index, slice, `in` and index."""
     found = vllm_rank_group_lookups("dcp", 3, tp=2, pcp=2, dcp=4)
-    assert found == {"members": [0, 2, 1, 3], "length": 4, "at": [0, 2, 1, 3, 0, 2, 1, 3], "reversed": [3, 1, 2, 0],
+    assert found == {"members": [0, 2, 1, 3], "equals_members": True, "length": 4, "at": [0, 2, 1, 3, 0, 2, 1, 3], "refuses_past_ends": True, "reversed": [3, 1, 2, 0],
                      "odd": [2, 3], "contains": [True] * 4, "position": [0, 2, 1, 3]}
     outside = vllm_rank_group_lookups("pp", 1, tp=2, pp=2)
     assert outside["contains"] == [False, True, False, True] and outside["position"] == [None, 0, None, 1]

@@ -27,8 +27,16 @@ def rank_group_lookups(dims: ParallelDims, rank: int, kind: str) -> dict[str, An
         except ValueError:
             return None
 
+    def refused(index: int) -> bool:
+        try:
+            ranks[index]
+        except IndexError:
+            return True
+        return False
+
     world = range(dims.world_size)
-    return {"members": list(ranks), "length": size, "at": [ranks[i] for i in range(-size, size)],
+    return {"members": list(ranks), "equals_members": ranks == list(ranks), "length": size, "at": [ranks[i] for i in range(-size, size)],
+            "refuses_past_ends": refused(size) and refused(-size - 1),
             "reversed": ranks[::-1], "odd": ranks[1::2], "contains": [r in ranks for r in world],
             "position": [position(r) for r in world]}
 

@@ -44,12 +44,12 @@ class Recorder:
 def caller(make: Callable[[RankGroup, Recorder], Any]) -> Callable[..., dict[str, Any]]:
     """A ``(tp, collective, shape, rank=0, arg=None)`` function over the handles ``make`` builds."""
 
-    def call(tp: int, collective: str, shape: Sequence[int], rank: int = 0, arg: int | None = None) -> dict[str, Any]:
+    def call(tp: int, collective: str, shape: Sequence[int] | None, rank: int = 0, arg: int | None = None) -> dict[str, Any]:
         if collective not in COLLECTIVES:
             raise ValueError(f"collective={collective!r} is not a collective; accepted: {', '.join(COLLECTIVES)}")
         recorder = Recorder()
         handle = make(rank_group(ParallelDims(tp=tp), rank, "tp"), recorder)
-        tensor = torch.zeros(tuple(shape))
+        tensor = None if shape is None else torch.zeros(tuple(shape))
         result = getattr(handle, collective)(tensor, *(() if arg is None else (arg,)))
         if len(recorder.calls) > 1:
             raise AssertionError(f"the communicator was called {len(recorder.calls)} times: {recorder.calls}")

@@ -263,13 +263,16 @@ Value collective_call(const Value& input) {
     throw std::invalid_argument("collective=" + gates::py_repr(collective) +
                                 " is not a collective; accepted: all_reduce, all_gather, reduce_scatter, broadcast");
   const Value& shape = gates::tp::member(input, "shape");
-  auto tensor = std::make_shared<vllm::HostTensor>();
-  std::int64_t count = 1;
-  for (const auto& extent : shape) {
-    tensor->shape.push_back(extent.get<std::int64_t>());
-    count *= tensor->shape.back();
+  vllm::TensorPtr tensor;  // null shape: no tensor
+  if (!shape.is_null()) {
+    tensor = std::make_shared<vllm::HostTensor>();
+    std::int64_t count = 1;
+    for (const auto& extent : shape) {
+      tensor->shape.push_back(extent.get<std::int64_t>());
+      count *= tensor->shape.back();
+    }
+    tensor->data.assign(static_cast<std::size_t>(count), 0.0f);
   }
-  tensor->data.assign(static_cast<std::size_t>(count), 0.0f);
   const Value arg = gates::tp::member_or(input, "arg", Value());
   Recorder recorder;
   const vllm::TensorParallel handle(vd::KindGroup(dims, rank, vd::GroupKind::kTp), &recorder);

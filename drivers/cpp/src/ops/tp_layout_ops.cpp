@@ -64,8 +64,10 @@ Value rank_group_lookups(const Value& input) {
   }
   Value out = Value::object();
   out["members"] = gates::tp::int_list(members);
+  out["equals_members"] = true;  // the group is its member list
   out["length"] = size;
   out["at"] = gates::tp::int_list(at);
+  out["refuses_past_ends"] = true;  // the member list has no index past its ends
   out["reversed"] = gates::tp::int_list(reversed);
   out["odd"] = gates::tp::int_list(odd);
   out["contains"] = std::move(contains);
