@@ -73,3 +73,17 @@ def vllm_rank_groups(
     if missing:
         raise AssertionError(f"ranks {missing[:8]} are in no {kind} group")
     return found
+
+
+def vllm_rank_group_lookups(
+    kind: str, rank: int, *, tp: int = 1, pcp: int = 1, pp: int = 1, dp: int = 1, external_dp: int = 1, dcp: int = 1
+) -> dict[str, object]:
+    """``rank``'s row of vLLM's ``kind`` table read as a Python list: every index, two slices, and ``in`` and
+    ``index`` for every rank of the world (TP-1.9)."""
+    sizes = {"tp": tp, "pcp": pcp, "pp": pp, "dp": dp, "external_dp": external_dp, "dcp": dcp}
+    members = vllm_rank_groups(kind, **sizes)[rank][0]
+    world = external_dp * dp * pp * pcp * tp
+    return {"members": members, "equals_members": True, "length": len(members), "at": [members[i] for i in range(-len(members), len(members))],
+            "refuses_past_ends": True,
+            "reversed": members[::-1], "odd": members[1::2], "contains": [r in members for r in range(world)],
+            "position": [members.index(r) if r in members else None for r in range(world)]}

@@ -6,6 +6,7 @@ import pytest
 from gates.rows.backend_distributed_tp.subjects_gloo import predict_gloo_observations
 from gates.rows.backend_distributed_tp.scenarios import handle_scenario
 from gates.rows.backend_distributed_tp.subjects import layout_query, parallel_dims_accepts, rank_groups
+from gates.rows.backend_distributed_tp import rank_group_lookups as lookups, tp_collective_call as collectives
 from gates.rows.backend_distributed_tp.known_bad import gloo as tp_gloo, handle as tp_handle, layout as tp_layout
 from impl.distributed.parallel_layout import ParallelDims, group_ranks
 
@@ -98,3 +99,18 @@ def test_bad_handles_differ(bad, scenario: str, tp: int, rank: int) -> None:
 def test_bad_gloo_predictions_differ(bad) -> None:
     layouts = [ParallelDims(dp=2, pp=2, tp=2), DP2_TP4_DCP2]
     assert bad(layouts) != predict_gloo_observations(layouts)
+
+
+@pytest.mark.parametrize("bad", [lookups.negative_index_from_the_front, lookups.position_counts_from_one])
+def test_bad_sequence_views_differ(bad) -> None:
+    """The rank-group-sequence known-bads differ from the impl's view on a group of two members."""
+    assert bad(WORLD16, 13, "dp") != lookups.rank_group_lookups(WORLD16, 13, "dp")
+
+
+@pytest.mark.parametrize(("bad", "collective", "arg"), [
+    (collectives.groups_above_one_return_input, "all_reduce", None),
+    (collectives.all_gather_drops_dim, "all_gather", 0),
+])
+def test_bad_handles_forward_otherwise(bad, collective: str, arg) -> None:
+    """The collectives-forwarded known-bads differ from the impl's handle on a two-rank group."""
+    assert bad(2, collective, [2, 3], 1, arg) != collectives.tp_collective_call(2, collective, [2, 3], 1, arg)

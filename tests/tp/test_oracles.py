@@ -12,7 +12,7 @@ from gates.rows.backend_distributed_tp.build_gloo import oracle_layouts
 from gates.rows.backend_distributed_tp.subjects_gloo import predict_gloo_observations
 from impl.distributed.parallel_layout import GROUP_KINDS, ParallelDims
 from oracles import collectives
-from oracles.layout import KINDS, vllm_group_ranks, vllm_group_tables, vllm_rank_groups
+from oracles.layout import KINDS, vllm_group_ranks, vllm_group_tables, vllm_rank_group_lookups, vllm_rank_groups
 
 
 @pytest.mark.cpu
@@ -46,6 +46,15 @@ def test_layout_oracle_tables_and_rank_lookup() -> None:
 
 
 @pytest.mark.cpu
+def test_sequence_oracle_reads_the_row_as_a_list() -> None:
+    """TP-1.9: the DCP group over the whole TP2 x PCP2 block, PCP first, read by index, slice, `in` and index."""
+    found = vllm_rank_group_lookups("dcp", 3, tp=2, pcp=2, dcp=4)
+    assert found == {"members": [0, 2, 1, 3], "equals_members": True, "length": 4, "at": [0, 2, 1, 3, 0, 2, 1, 3], "refuses_past_ends": True, "reversed": [3, 1, 2, 0],
+                     "odd": [2, 3], "contains": [True] * 4, "position": [0, 2, 1, 3]}
+    outside = vllm_rank_group_lookups("pp", 1, tp=2, pp=2)
+    assert outside["contains"] == [False, True, False, True] and outside["position"] == [None, 0, None, 1]
+
+
 def test_collective_oracle_refuses_layouts_that_do_not_split_the_world() -> None:
     with pytest.raises(ValueError, match=r"layout 1: the tp groups \[\[0, 1\]\] do not split ranks 0..3"):
         collectives.observe_gloo_world(4, [{"tp": 4}, {"tp": 2}])

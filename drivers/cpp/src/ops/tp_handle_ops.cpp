@@ -1,4 +1,5 @@
-// Operation tp-handle-scenario of the current-tp-handle gate: {scenario, tp = 1, rank = 0} runs a named scenario
+// Operations tp-handle-scenario (current-tp-handle gate) and tp-collective-call (collectives-forwarded, at the end).
+// tp-handle-scenario: {scenario, tp = 1, rank = 0} runs a named scenario
 // on a fresh thread and reports what it saw, as gates/rows/backend_distributed_tp/scenarios.py does with the
 // Python port's handle API. "Seen" is [a handle is set, CurrentTpRank(), CurrentTpWorldSize()].
 #include <condition_variable>
@@ -229,6 +230,74 @@ Value handle_scenario(const Value& input) {
   return on_thread([&] { return it->second(args); });
 }
 
+// tp-collective-call {tp, rank = 0, collective, shape, arg?}: one collective of the handle, its communicator a
+// recorder (gates/rows/backend_distributed_tp/tp_collective_call.py): what was handed on, and what came back.
+class Recorder : public vllm::Communicator {
+ public:
+  struct Call {
+    std::string collective;
+    vllm::TensorPtr tensor;
+    std::vector<int> args;
+  };
+  std::vector<Call> calls;
+  vllm::TensorPtr answer = std::make_shared<vllm::HostTensor>(vllm::HostTensor{{1}, {-1.0f}});
+
+  vllm::TensorPtr AllReduce(const vllm::TensorPtr& t) override { return record("all_reduce", t, {}); }
+  vllm::TensorPtr AllGather(const vllm::TensorPtr& t, int dim) override { return record("all_gather", t, {dim}); }
+  vllm::TensorPtr ReduceScatter(const vllm::TensorPtr& t, int dim) override { return record("reduce_scatter", t, {dim}); }
+  vllm::TensorPtr Broadcast(const vllm::TensorPtr& t, int src) override { return record("broadcast", t, {src}); }
+
+ private:
+  vllm::TensorPtr record(const char* name, const vllm::TensorPtr& t, std::vector<int> args) {
+    calls.push_back({name, t, std::move(args)});
+    return answer;
+  }
+};
+
+Value collective_call(const Value& input) {
+  const vd::ParallelDims dims = gates::tp::parse_dims(Value::object({{"tp", gates::tp::member(input, "tp")}}));
+  const int rank = gates::tp::parse_rank(dims, gates::tp::member_or(input, "rank", 0));
+  const Value& collective = gates::tp::member(input, "collective");
+  const std::string name = collective.is_string() ? collective.get<std::string>() : "";
+  if (name != "all_reduce" && name != "all_gather" && name != "reduce_scatter" && name != "broadcast")
+    throw std::invalid_argument("collective=" + gates::py_repr(collective) +
+                                " is not a collective; accepted: all_reduce, all_gather, reduce_scatter, broadcast");
+  const Value& shape = gates::tp::member(input, "shape");
+  vllm::TensorPtr tensor;  // null shape: no tensor
+  if (!shape.is_null()) {
+    tensor = std::make_shared<vllm::HostTensor>();
+    std::int64_t count = 1;
+    for (const auto& extent : shape) {
+      tensor->shape.push_back(extent.get<std::int64_t>());
+      count *= tensor->shape.back();
+    }
+    tensor->data.assign(static_cast<std::size_t>(count), 0.0f);
+  }
+  const Value arg = gates::tp::member_or(input, "arg", Value());
+  Recorder recorder;
+  const vllm::TensorParallel handle(vd::KindGroup(dims, rank, vd::GroupKind::kTp), &recorder);
+  vllm::TensorPtr result;
+  if (name == "all_reduce") result = handle.AllReduce(tensor);
+  if (name == "all_gather") result = arg.is_null() ? handle.AllGather(tensor) : handle.AllGather(tensor, arg.get<int>());
+  if (name == "reduce_scatter")
+    result = arg.is_null() ? handle.ReduceScatter(tensor) : handle.ReduceScatter(tensor, arg.get<int>());
+  if (name == "broadcast") result = arg.is_null() ? handle.Broadcast(tensor) : handle.Broadcast(tensor, arg.get<int>());
+  if (recorder.calls.size() > 1)
+    throw std::runtime_error("the communicator was called " + std::to_string(recorder.calls.size()) + " times");
+  Value out = Value::object();
+  out["forwarded"] = Value();
+  if (!recorder.calls.empty()) {
+    const Recorder::Call& call = recorder.calls.front();
+    Value args = Value::array();
+    for (int a : call.args) args.push_back(a);
+    out["forwarded"] = Value::object({{"collective", call.collective}, {"args", args},
+                                      {"tensor", call.tensor == tensor ? "input" : "other"}});
+  }
+  out["returned"] = result == tensor ? "input" : result == recorder.answer ? "communicator" : "other";
+  return out;
+}
+
 }  // namespace
 
 GATES_OPERATION("tp-handle-scenario", handle_scenario);
+GATES_OPERATION("tp-collective-call", collective_call);
