@@ -168,6 +168,11 @@ def _node_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
         found = _operator_in_gap(raw, node.left, node.right, old, new, f"arith {old} -> {new}")
         if found:
             yield found
+    elif isinstance(node, ast.AugAssign) and type(node.op) in _ARITH:
+        old, new = _ARITH[type(node.op)]
+        found = _operator_in_gap(raw, node.target, node.value, old + "=", new + "=", f"arith {old}= -> {new}=")
+        if found:
+            yield found
     elif isinstance(node, ast.Compare):
         left = node.left
         for op, right in zip(node.ops, node.comparators):

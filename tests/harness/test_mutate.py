@@ -142,3 +142,38 @@ def test_usage_errors_name_the_flag(example: Example) -> None:
     example.edit('sources: ["example_row/*.py"]', 'sources: ["example_row/oracle.py"]')
     refused = example.gates("mutate")
     assert refused.code == 3 and "name no Python file of the implementation" in refused.err
+
+
+SNIPPET = '''"""A docstring: not mutated."""
+
+
+def f(items: list[int], limit: int = 3) -> int | None:
+    """Nor is this one."""
+    total = 0
+    for item in items[1:limit]:
+        if item > 2 and not item == 5:
+            total += item * 2
+    assert total >= 0
+    return total if items[0] is not None else None
+'''
+
+
+def test_the_operator_families_in_a_fixed_order() -> None:
+    from _vllm_gates.mutate_operators import mutants
+
+    found = mutants("m.py", SNIPPET)
+    assert [(m.line, m.operator) for m in found] == [(m.line, m.operator) for m in mutants("m.py", SNIPPET)]
+    assert [m.line for m in found] == sorted(m.line for m in found)
+    operators = {m.operator for m in found}
+    assert operators >= {"arith * -> //", "arith += -> -=", "compare > -> >=", "compare == -> !=", "compare is not -> is",
+                         "boolean and -> or", "boolean drop not", "constant +1", "constant -1", "constant 0",
+                         "negate condition", "drop statement", "return None", "index +1", "index -1"}
+    assert not any(m.line in (1, 5) for m in found)  # docstrings
+    assert {m.operator for m in found if m.line == 4} == {"constant +1", "constant -1", "constant 0"}  # the default,
+    assert all("(items: list[int], limit: int = " in m.source for m in found)  # never the annotations
+    for mutant in found:
+        changed = [line for line in mutant.diff.splitlines()[2:] if line[:1] in "+-"]
+        assert len(changed) == 2 and compile(mutant.source, "m.py", "exec")
+    assert len({m.fingerprint for m in found}) == len(found)
+    shifted = mutants("m.py", "\n\n" + SNIPPET)  # the same code two lines down keeps its fingerprints
+    assert [m.fingerprint for m in shifted] == [m.fingerprint for m in found]
