@@ -141,12 +141,14 @@ def _write_json(path: Path, value: Any) -> None:
 
 
 def coverage(runner: Runner, shown: str, gate_file: GateFile, files: list[str], timeout: float
-             ) -> tuple[dict[str, set[tuple[str, int]]], dict[str, set[str]]]:
-    """Per gate: the (file, line) of ``files`` its items execute unmutated, and the items that pass unmutated."""
+             ) -> tuple[dict[str, set[tuple[str, int]]], dict[str, set[str]], dict[str, list[str]]]:
+    """Per gate: the (file, line) of ``files`` its items execute unmutated, the items that pass unmutated and those
+    that fail or error unmutated (never counted as kills)."""
     root = runner.config.root
     real = {os.path.realpath(root / f): f for f in files}
     reached: dict[str, set[tuple[str, int]]] = {}
     passing: dict[str, set[str]] = {}
+    failing: dict[str, list[str]] = {}
     for gate in gate_file.gates:
         ids = _node_ids(shown, gate_file, [gate.id])
         if not ids:
@@ -154,10 +156,15 @@ def coverage(runner: Runner, shown: str, gate_file: GateFile, files: list[str], 
         lines_out, spec = runner.work / f"lines-{gate.id}.txt", runner.work / "trace.json"
         _write_json(spec, {"files": sorted(real), "out": str(lines_out)})
         result = runner.run(ids, {mutate_hook.TRACE_VARIABLE: str(spec)}, timeout * 4)
+        if result.timed_out:
+            raise MutationError(f"gate {gate.id}'s unmutated run took more than {timeout * 4:g} s (4 x --timeout): "
+                                f"no line can be said to be covered; raise --timeout")
         passing[gate.id] = {name for (g, name), outcome in result.outcomes.items() if g == gate.id and outcome == "passed"}
+        failing[gate.id] = sorted(name for (g, name), outcome in result.outcomes.items()
+                                  if g == gate.id and outcome in ("failed", "error"))
         text = lines_out.read_text(encoding="utf-8") if lines_out.exists() else ""
         reached[gate.id] = {(real[p], int(n)) for p, n in (l.split("\t") for l in text.splitlines()) if p in real}
-    return reached, passing
+    return reached, passing, {gate: items for gate, items in failing.items() if items}
 
 
 def known_bads(runner: Runner, shown: str, gate_file: GateFile, timeout: float) -> list[dict[str, Any]]:
@@ -166,6 +173,8 @@ def known_bads(runner: Runner, shown: str, gate_file: GateFile, timeout: float) 
     if not ids:
         return []
     result = runner.run(ids, {}, timeout * 4)
+    if result.timed_out:
+        raise MutationError(f"row {gate_file.row}'s known-bad items took more than {timeout * 4:g} s (4 x --timeout)")
     return [{"gate": g.id, "name": kb.name,
              "killed_by": {"gate": g.id, "item": f"known_bad[{kb.name}]"}
              if result.outcomes.get((g.id, f"known_bad[{kb.name}]")) == "passed" else None}
@@ -258,7 +267,7 @@ def mutate_row(runner: Runner, project: Project, row: str, options: Options, ear
         passing: dict[str, set[str]] = {}
         report.known_bads = earlier.known_bads if earlier else []
     else:
-        reached, passing = coverage(runner, shown, gate_file, files, options.timeout)
+        reached, passing, report.unmutated_failures = coverage(runner, shown, gate_file, files, options.timeout)
         report.known_bads = known_bads(runner, shown, gate_file, options.timeout)
     for mutant in chosen:
         record = {"id": mutant.id(row), "file": mutant.file, "line": mutant.line, "operator": mutant.operator,

@@ -107,6 +107,7 @@ class RowReport:
     mutants: list[dict[str, Any]] = field(default_factory=list)
     known_bads: list[dict[str, Any]] = field(default_factory=list)
     stale_equivalents: list[dict[str, str]] = field(default_factory=list)
+    unmutated_failures: dict[str, list[str]] = field(default_factory=dict)  # gate -> items failing with no mutant
 
     def counts(self) -> dict[str, int]:
         return {status: sum(1 for m in self.mutants if m["status"] == status) for status in STATUSES}
@@ -131,7 +132,8 @@ class RowReport:
         return {"row": self.row, "sources_fingerprint": self.sources_fingerprint,
                 "gates_fingerprint": self.gates_fingerprint, "generated": len(self.mutants),
                 **counts, "score": self.score(), "gates": self.kill_matrix(), "mutants": self.mutants,
-                "known_bads": self.known_bads, "stale_equivalents": self.stale_equivalents}
+                "known_bads": self.known_bads, "stale_equivalents": self.stale_equivalents,
+                "unmutated_failures": self.unmutated_failures}
 
 
 def write_report(path: Path, meta: dict[str, Any], rows: list[RowReport]) -> None:
@@ -155,6 +157,9 @@ def summary_lines(row: RowReport, seconds: float) -> list[str]:
         by = entry["killed_by"]
         lines.append(f"  known-bad {entry['gate']}/{entry['name']}: "
                      + (f"rejected by {by['gate']} {by['item']}" if by else "NOT rejected"))
+    for gate, items in row.unmutated_failures.items():
+        lines.append(f"  gate {gate}: {len(items)} item(s) fail without any mutant, never counted as kills: "
+                     + ", ".join(items))
     for stale in row.stale_equivalents:
         lines.append(f"  stale equivalent entry {stale['id']}: its mutated code no longer exists (not trusted)")
     return lines

@@ -88,6 +88,7 @@ def test_killed_not_covered_equivalent_stale_and_resume(example: Example, monkey
 def test_a_survivor_is_printed_with_its_diff_and_stubs(example: Example) -> None:
     _commit(example)
     example.edit("    return 2 * block_size", "    _ = None\n    return 2 * block_size", IMPL)  # dropping it changes nothing
+    example.edit("expect: 32", "expect: 33")  # a case that fails with no mutant: never a kill, reported
     result = example.gates("mutate", "--changed-since", "HEAD", "--json", "out/m.json")
     report = json.loads((example.root / "out" / "m.json").read_text(encoding="utf-8"))
     [survivor] = _mutants(report)
@@ -99,6 +100,8 @@ def test_a_survivor_is_printed_with_its_diff_and_stubs(example: Example) -> None
     assert "a case for gate page-bytes (gates/rows/example/gate.yaml" in result.out
     assert f'fingerprint: "{survivor["fingerprint"]}"' in result.out
     assert report["rows"][0]["gates"] == [{"gate": "page-bytes", "killed": 0, "unique_kills": 0, "redundant": True}]
+    assert report["rows"][0]["unmutated_failures"] == {"page-bytes": ["fp16-page"]}
+    assert "gate page-bytes: 1 item(s) fail without any mutant, never counted as kills: fp16-page" in result.out
 
 
 def _judge(example: Example, body: str, timeout: float) -> dict[str, Any]:
