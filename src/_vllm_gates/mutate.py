@@ -109,9 +109,11 @@ class Runner:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
         env.update(extra, PYTHONPATH=os.pathsep.join(filter(None, [str(self.work / "hook"), env.get("PYTHONPATH")])))
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--assert=plain", "--rootdir", str(self.config.root),
-                   "--hypothesis-profile", "ci", "--hypothesis-seed", str(self.seed), "--gates-json", str(out), *node_ids]
-        process = subprocess.Popen(command, cwd=self.config.root, env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)
+                   "--hypothesis-profile", mutate_hook.PROFILE, "--hypothesis-seed", str(self.seed), "--gates-json", str(out), *node_ids]
+        log = self.work / "run.log"
+        with open(log, "wb") as output:
+            process = subprocess.Popen(command, cwd=self.config.root, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -120,8 +122,9 @@ class Runner:
         try:
             report = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            raise MutationError(f"a gate run wrote no report (exit {process.returncode}): "
-                                f"{' '.join(command[:4])} … {' '.join(node_ids[:3])}") from None
+            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
+            raise MutationError(f"a gate run wrote no report (exit {process.returncode}): {' '.join(node_ids[:3])}"
+                                f"{' …' if len(node_ids) > 3 else ''}\n  " + "\n  ".join(tail)) from None
         return GateRun({(i["gate"], i["name"]): i["outcome"] for i in report.get("items", [])}, timed_out=False)
 
 

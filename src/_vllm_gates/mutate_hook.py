@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 MUTANT_VARIABLE = "VLLM_GATES_MUTANT"  # a JSON file: {"path": real file, "source": mutated text file, "failed": marker}
 TRACE_VARIABLE = "VLLM_GATES_TRACE"  # a JSON file: {"files": [real files], "out": file the executed lines go to}
+WORKER_MODULE = "_vllm_gates.worker_main"
+PROFILE = "vllm-gates-mutation"  # registered in the judge of a mutant's run (`--hypothesis-profile`)
 
 
 class _MutantLoader(importlib.abc.SourceLoader):
@@ -82,9 +84,21 @@ def _line_tracer(files: frozenset[str], out: str) -> Callable[..., Any]:
     return call
 
 
+def _register_profile() -> None:
+    """The judge's Hypothesis profile for mutants: `ci`'s derandomized examples, without the shrink phase (a mutant
+    needs one failing example, not the smallest; shrinking through worker calls is most of a killed mutant's cost)."""
+    from hypothesis import HealthCheck, Phase, settings
+
+    settings.register_profile(PROFILE, derandomize=True, database=None, deadline=None, print_blob=False,
+                              phases=[Phase.explicit, Phase.generate],
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
 def install() -> None:
     """Install what the environment asks for; nothing when neither variable is set."""
     mutant, trace = os.environ.get(MUTANT_VARIABLE), os.environ.get(TRACE_VARIABLE)
+    if "pytest" in getattr(sys, "orig_argv", ()):  # the judge of a run that `gates mutate` started
+        _register_profile()
     if mutant:
         with open(mutant, encoding="utf-8") as handle:
             spec = json.load(handle)
@@ -97,5 +111,4 @@ def install() -> None:
         threading.settrace(tracer)
 
 
-WORKER_MODULE = "_vllm_gates.worker_main"
 SITECUSTOMIZE = "from _vllm_gates import mutate_hook\nmutate_hook.install()\n"
