@@ -57,12 +57,14 @@ class GateRun:
 
 
 def mutable_files(config: Config, gate_file: GateFile) -> list[str]:
-    """The `.py` files of the row's `sources:` that its gates' impl side imports and its oracle side does not; never
-    a file under the gate files' own folder (subject views, builders). Sorted."""
+    """The `.py` files of the row's `sources:` that its gates' impl side imports and no oracle outside the gate files'
+    folder does; never a file under that folder (subject views, builders). Sorted."""
     graph = import_graph(config)
+    gates_top = Path(gate_file.folder or gate_file.path).parts[0]
     impl_side = gate_source_files(graph, [r for g in gate_file.gates for r in (g.impl, g.build_impl) if r])
-    oracle_side = gate_source_files(graph, [r for g in gate_file.gates for r in (g.oracle, g.build_oracle) if r])
-    gates_top = Path(gate_file.folder or gate_file.path).parts[0] if (gate_file.folder or gate_file.path) else None
+    oracle_side = gate_source_files(graph, [r for g in gate_file.gates for r in (g.oracle, g.build_oracle)  # an oracle
+                                            if r and r.module.split(".")[0] != gates_top])  # view in the row folder may
+    # call the impl (CAPI-ABI's `.subjects:unchanged`): only oracles outside the gate files' folder exclude files
     chosen = {config.relative(p) for p in set(impl_side) - set(oracle_side)}
     return [f for f in declared_files(config.root, gate_file.sources)
             if f.endswith(".py") and f in chosen and f.split("/", 1)[0] != gates_top]
@@ -178,9 +180,10 @@ def known_bads(runner: Runner, shown: str, gate_file: GateFile, timeout: float) 
     result = runner.run(ids, {}, timeout * 4)
     if result.timed_out:
         raise MutationError(f"row {gate_file.row}'s known-bad items took more than {timeout * 4:g} s (4 x --timeout)")
-    return [{"gate": g.id, "name": kb.name,
-             "killed_by": {"gate": g.id, "item": f"known_bad[{kb.name}]"}
-             if result.outcomes.get((g.id, f"known_bad[{kb.name}]")) == "passed" else None}
+    outcome = {(g.id, kb.name): result.outcomes.get((g.id, f"known_bad[{kb.name}]"), "not run")
+               for g in gate_file.gates for kb in g.known_bad}
+    return [{"gate": g.id, "name": kb.name, "outcome": outcome[(g.id, kb.name)],
+             "killed_by": {"gate": g.id, "item": f"known_bad[{kb.name}]"} if outcome[(g.id, kb.name)] == "passed" else None}
             for g in gate_file.gates for kb in g.known_bad]
 
 

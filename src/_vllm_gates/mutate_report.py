@@ -150,13 +150,16 @@ def summary_lines(row: RowReport, seconds: float) -> list[str]:
     lines = [f"{row.row}: generated {len(row.mutants)}, killed {counts['killed']}, survived {counts['survived']}, "
              f"timed out {counts['timed_out']}, not covered {counts['not_covered']}, equivalent {counts['equivalent']}, "
              f"not compiling {counts['not_compiling']}; score {shown}; {seconds:.1f} s, {rate}"]
+    ran = {gate for mutant in row.mutants for gate in mutant.get("gates_run") or []}
     for gate in row.kill_matrix():
         flag = "  (redundant: kills nothing another gate does not)" if gate["redundant"] else ""
+        if gate["gate"] not in ran:
+            flag = "  (ran against no mutant: it reaches none of their lines, or none of its items passes here)"
         lines.append(f"  gate {gate['gate']}: killed {gate['killed']}, unique {gate['unique_kills']}{flag}")
     for entry in row.known_bads:
-        by = entry["killed_by"]
-        lines.append(f"  known-bad {entry['gate']}/{entry['name']}: "
-                     + (f"rejected by {by['gate']} {by['item']}" if by else "NOT rejected"))
+        by, outcome = entry["killed_by"], entry.get("outcome")
+        lines.append(f"  known-bad {entry['gate']}/{entry['name']}: " + (
+            f"rejected by {by['gate']} {by['item']}" if by else "NOT rejected" if outcome == "failed" else f"{outcome}"))
     for gate, items in row.unmutated_failures.items():
         lines.append(f"  gate {gate}: {len(items)} item(s) fail without any mutant, never counted as kills: "
                      + ", ".join(items))

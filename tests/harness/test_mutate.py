@@ -180,3 +180,14 @@ def test_the_operator_families_in_a_fixed_order() -> None:
     assert len({m.fingerprint for m in found}) == len(found)
     shifted = mutants("m.py", "\n\n" + SNIPPET)  # the same code two lines down keeps its fingerprints
     assert [m.fingerprint for m in shifted] == [m.fingerprint for m in found]
+
+
+def test_an_oracle_view_in_the_row_folder_does_not_hide_the_impl(example: Example) -> None:
+    """CAPI-ABI's `oracle: .subjects:unchanged` calls the impl: only oracles outside the gate files' folder exclude."""
+    example.write("gates/rows/example/views.py", "from example_row.impl import page_bytes\n\n\n"
+                                                 "def unchanged(**kwargs):\n    return page_bytes(**kwargs)\n")
+    config = load_config(example.root)
+    assert mutate.mutable_files(config, Project(config).gate_file("EXAMPLE-ROW")) == [IMPL]
+    example.edit("oracle: example_row.oracle:counted_page_bytes", "oracle: .views:unchanged")
+    config = load_config(example.root)
+    assert mutate.mutable_files(config, Project(config).gate_file("EXAMPLE-ROW")) == ["example_row/__init__.py", IMPL]
