@@ -62,9 +62,9 @@ def mutable_files(config: Config, gate_file: GateFile) -> list[str]:
     graph = import_graph(config)
     gates_top = Path(gate_file.folder or gate_file.path).parts[0]
     impl_side = gate_source_files(graph, [r for g in gate_file.gates for r in (g.impl, g.build_impl) if r])
-    oracle_side = gate_source_files(graph, [r for g in gate_file.gates for r in (g.oracle, g.build_oracle)  # an oracle
-                                            if r and r.module.split(".")[0] != gates_top])  # view in the row folder may
-    # call the impl (CAPI-ABI's `.subjects:unchanged`): only oracles outside the gate files' folder exclude files
+    # an oracle view in the row folder may call the impl (CAPI-ABI's `.subjects:unchanged`): only oracles outside it
+    oracle_side = gate_source_files(graph, [r for g in gate_file.gates for r in (g.oracle, g.build_oracle)
+                                            if r and r.module.split(".")[0] != gates_top])
     chosen = {config.relative(p) for p in set(impl_side) - set(oracle_side)}
     return [f for f in declared_files(config.root, gate_file.sources)
             if f.endswith(".py") and f in chosen and f.split("/", 1)[0] != gates_top]
@@ -148,15 +148,18 @@ def _write_json(path: Path, value: Any) -> None:
 def coverage(runner: Runner, shown: str, gate_file: GateFile, files: list[str], timeout: float
              ) -> tuple[dict[str, set[tuple[str, int]]], dict[str, set[str]], dict[str, list[str]]]:
     """Per gate: the (file, line) of ``files`` its items execute unmutated, the items that pass unmutated and those
-    that fail or error unmutated (never counted as kills)."""
+    that fail or error unmutated (never counted as kills). A gate whose impl side imports none of ``files`` (found
+    statically, as `gates affected` does) is not run: it reaches none of their lines."""
     root = runner.config.root
     real = {os.path.realpath(root / f): f for f in files}
+    graph = import_graph(runner.config)
     reached: dict[str, set[tuple[str, int]]] = {}
     passing: dict[str, set[str]] = {}
     failing: dict[str, list[str]] = {}
     for gate in gate_file.gates:
         ids = _node_ids(shown, gate_file, [gate.id])
-        if not ids:
+        imported = {os.path.realpath(p) for p in gate_source_files(graph, [r for r in (gate.impl, gate.build_impl) if r])}
+        if not ids or not imported & set(real):
             continue
         lines_out, spec = runner.work / f"lines-{gate.id}.txt", runner.work / "trace.json"
         _write_json(spec, {"files": sorted(real), "out": str(lines_out)})
@@ -273,7 +276,8 @@ def mutate_row(runner: Runner, project: Project, row: str, options: Options, ear
         passing: dict[str, set[str]] = {}
         report.known_bads = earlier.known_bads if earlier else []
     else:
-        reached, passing, report.unmutated_failures = coverage(runner, shown, gate_file, files, options.timeout)
+        mutated = sorted({m.file for m in chosen if not reuse[m.fingerprint] and m.fingerprint not in equivalent})
+        reached, passing, report.unmutated_failures = coverage(runner, shown, gate_file, mutated, options.timeout)
         report.known_bads = known_bads(runner, shown, gate_file, options.timeout)
     for mutant in chosen:
         record = {"id": mutant.id(row), "file": mutant.file, "line": mutant.line, "operator": mutant.operator,

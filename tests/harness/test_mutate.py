@@ -42,8 +42,18 @@ def test_killed_not_covered_equivalent_stale_and_resume(example: Example, monkey
     _commit(example)
     example.edit(RAISE_LINE, RAISE_LINE + "  # changed", IMPL)  # one changed line a gate reaches: drop statement
     example.write(IMPL, example.read(IMPL) + UNREACHED)  # a function no gate calls
+    other = example.gate_block("other-gate").replace("impl: example_row.impl:page_bytes",
+                                                     "impl: example_row.oracle:counted_page_bytes")
+    example.write("gates/rows/example/gate.yaml", example.read() + other)  # imports no mutated file: never run
     report_path = example.root / "reports" / "mutation.json"
+    runs: list[list[str]] = []
+    real_run = mutate.Runner.run
 
+    def recorded(self: mutate.Runner, node_ids: list[str], *args: Any) -> mutate.GateRun:
+        runs.append(node_ids)
+        return real_run(self, node_ids, *args)
+
+    monkeypatch.setattr(mutate.Runner, "run", recorded)
     result = example.gates("mutate", "--changed-since", "HEAD")
     assert result.code == 0, result.text
     report = json.loads(report_path.read_text(encoding="utf-8"))
@@ -59,11 +69,13 @@ def test_killed_not_covered_equivalent_stale_and_resume(example: Example, monkey
     assert len(_mutants(report)) == 1 + len(not_covered)  # changed lines only
     row = report["rows"][0]
     assert (row["killed"], row["not_covered"], row["score"]) == (1, len(not_covered), 1 / len(_mutants(report)))
-    assert row["gates"] == [{"gate": "page-bytes", "killed": 1, "unique_kills": 1, "redundant": False}]
+    assert row["gates"][0] == {"gate": "page-bytes", "killed": 1, "unique_kills": 1, "redundant": False}
+    assert not [i for ids in runs for i in ids if "::other-gate::" in i and "known_bad" not in i]
+    assert "gate other-gate: killed 0, unique 0  (ran against no mutant" in result.out
     assert {k["name"]: k["killed_by"]["item"] for k in row["known_bads"]}["accepts-negative"] == "known_bad[accepts-negative]"
     assert "score" in result.out and "gate page-bytes: killed 1, unique 1" in result.out
     assert _git(example.root, "status", "--porcelain", "--untracked-files=all").split("\n")[:-1] == [
-        f" M {IMPL}", "?? reports/mutation.json"]  # the tree as the run found it: no mutant left in a file
+        f" M {IMPL}", " M gates/rows/example/gate.yaml", "?? reports/mutation.json"]  # the tree as the run found it: no mutant left in a file
 
     # declared equivalent (honoured) and stale (reported), on a rerun that must run nothing
     chosen = not_covered[0]
