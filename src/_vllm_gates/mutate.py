@@ -278,7 +278,7 @@ def mutate_row(runner: Runner, project: Project, row: str, options: Options, ear
     else:
         mutated = sorted({m.file for m in chosen if not reuse[m.fingerprint] and m.fingerprint not in equivalent})
         reached, passing, report.unmutated_failures = coverage(runner, shown, gate_file, mutated, options.timeout)
-        report.known_bads = known_bads(runner, shown, gate_file, options.timeout)
+        report.known_bads = [] if changed is not None else known_bads(runner, shown, gate_file, options.timeout)
     for mutant in chosen:
         record = {"id": mutant.id(row), "file": mutant.file, "line": mutant.line, "operator": mutant.operator,
                   "diff": mutant.diff, "fingerprint": mutant.fingerprint}
