@@ -121,6 +121,9 @@ class Runner:
         except subprocess.TimeoutExpired:
             _stop(process)
             return GateRun({}, timed_out=True)
+        except BaseException:  # Ctrl-C or SIGTERM: its own session does not get the signal, so it is ended here
+            _stop(process)
+            raise
         try:
             report = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, ValueError):
