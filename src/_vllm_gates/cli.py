@@ -540,11 +540,45 @@ def parser() -> argparse.ArgumentParser:
     drift.add_argument("--markdown", metavar="F", help="write the report as Markdown")
     drift.add_argument("--check", action="store_true", help="exit 1 when anything changed or could not run (default: exit 0, a report)")
     sub.add_parser("check-independence", help="packages that import what an independence contract forbids (impl, oracles)")
+    mutate = sub.add_parser("mutate", help="mutants of the implementation each row's sources name, run through the gates "
+                                           "that reach their line: killed, survived, kill matrix (docs/mutation.md)")
+    mutate.add_argument("rows", nargs="*", help="rows to mutate (default: all)")
+    mutate.add_argument("--impl", default="python", help="the implementation to mutate: python (the only one for now)")
+    mutate.add_argument("--max-mutants", type=int, metavar="N", help="at most N mutants per row, drawn with --seed")
+    mutate.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds one mutant's gate run may "
+                                                                                   "take before it is timed_out (default: 60)")
+    mutate.add_argument("--json", metavar="F", default="reports/mutation.json", help="the report (default: "
+                                                                                     "reports/mutation.json); a rerun resumes from it")
+    mutate.add_argument("--changed-since", metavar="REV", help="only lines changed since REV (git diff -U0)")
+    mutate.add_argument("--seed", type=int, default=0, metavar="N", help="the seed of the --max-mutants draw and of "
+                                                                         "the gates' examples (default: 0)")
     return top
 
 
+def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
+    """`gates mutate`: its options checked in the user's words, then mutate.run_mutate."""
+    from _vllm_gates.mutate import Options, run_mutate
+    from _vllm_gates.mutate_report import MutationError
+
+    if args.impl != "python":
+        raise UsageError(f"--impl {args.impl}: gates mutate mutates the Python implementation only (python)")
+    if args.max_mutants is not None and args.max_mutants < 1:
+        raise UsageError(f"--max-mutants {args.max_mutants}: must be at least 1")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout}: must be a positive number of seconds")
+    _check_rows(project, args.rows)
+    path = Path(args.json) if Path(args.json).is_absolute() else project.config.root / args.json
+    options = Options(tuple(args.rows), args.max_mutants, args.timeout, path, args.changed_since, args.seed)
+    try:
+        return run_mutate(project, options)
+    except MutationError as error:
+        print(f"gates mutate: {error}", file=sys.stderr)
+        return ExitCode.ERROR
+
+
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "report": cmd_report, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
-            "deviations": cmd_deviations, "upstream-drift": cmd_upstream_drift, "check-independence": cmd_check_independence}
+            "deviations": cmd_deviations, "upstream-drift": cmd_upstream_drift, "check-independence": cmd_check_independence,
+            "mutate": cmd_mutate}
 
 
 class _QuietPipe(io.RawIOBase):

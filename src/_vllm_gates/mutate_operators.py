@@ -1,0 +1,225 @@
+"""Mutants of one Python source text (issue 28 item 1): the standard operator families, applied as text splices at
+`ast` positions so the rest of the file keeps its bytes; deterministic order (line, column, operator).
+
+Families (docs/mutation.md): arithmetic, comparison and boolean operator swaps, constant +1/-1/0 and True/False,
+negated condition, dropped statement, return None, index and slice bounds off by one.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+_ARITH = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "//"), ast.Div: ("/", "*"),
+          ast.FloorDiv: ("//", "*"), ast.Mod: ("%", "//"), ast.Pow: ("**", "*"), ast.LShift: ("<<", ">>"),
+          ast.RShift: (">>", "<<"), ast.BitAnd: ("&", "|"), ast.BitOr: ("|", "&")}
+_COMPARE = {ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="), ast.GtE: (">=", ">"),
+            ast.Eq: ("==", "!="), ast.NotEq: ("!=", "=="), ast.Is: ("is", "is not"), ast.IsNot: ("is not", "is"),
+            ast.In: ("in", "not in"), ast.NotIn: ("not in", "in")}
+_BOOL = {ast.And: ("and", "or"), ast.Or: ("or", "and")}
+_DROPPABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.Assert, ast.Delete)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One mutant of a file: where (1-based line), which operator, the mutated text and a fingerprint of the change."""
+
+    file: str
+    line: int
+    operator: str
+    index: int  # the n-th mutant with this file, line and operator (0-based)
+    source: str  # the whole mutated file
+    diff: str
+    fingerprint: str  # sha256 of the file, the enclosing function and the changed lines' text, not their numbers
+
+    def id(self, row: str) -> str:
+        return f"{row}:{self.file}:{self.line}:{self.operator}:{self.index}"
+
+
+@dataclass(frozen=True)
+class _Splice:
+    line: int
+    start: tuple[int, int]  # (line, byte column) of the replaced text, 1-based line
+    end: tuple[int, int]
+    text: str
+    operator: str
+
+
+def mutants(file: str, text: str, lines: set[int] | None = None) -> list[Mutant]:
+    """Every mutant of ``text`` (the file ``file``), optionally only on ``lines``; SyntaxError when it does not parse."""
+    tree = ast.parse(text, filename=file)
+    raw = text.splitlines(keepends=True)
+    splices = sorted(_splices(tree, raw), key=lambda s: (s.line, s.start, s.operator, s.end, s.text))
+    functions = _enclosing(tree)
+    found: list[Mutant] = []
+    counts: dict[tuple[int, str], int] = {}
+    seen: set[str] = set()
+    for splice in splices:
+        if lines is not None and splice.line not in lines:
+            continue
+        mutated = _apply(raw, splice)
+        if mutated == text or mutated in seen:
+            continue
+        try:
+            compile(mutated, file, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            continue  # a splice the grammar refuses is no mutant (each family is meant to keep the code compiling)
+        seen.add(mutated)
+        index = counts.get((splice.line, splice.operator), 0)
+        counts[(splice.line, splice.operator)] = index + 1
+        diff = "".join(difflib.unified_diff(raw, mutated.splitlines(keepends=True), f"a/{file}", f"b/{file}", n=1))
+        changed = [l for l in diff.splitlines()[2:] if l[:1] in "+-"]
+        where = functions.get(splice.line, "<module>")
+        digest = hashlib.sha256("\n".join([file, where, splice.operator, *changed]).encode()).hexdigest()
+        found.append(Mutant(file, splice.line, splice.operator, index, mutated, diff, digest))
+    return found
+
+
+def _enclosing(tree: ast.Module) -> dict[int, str]:
+    """Each line inside a function or class, with the dotted name of the innermost one around it."""
+    names: dict[int, str] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                for line in range(child.lineno, (child.end_lineno or child.lineno) + 1):
+                    names[line] = name
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return names
+
+
+def _apply(raw: list[str], splice: _Splice) -> str:
+    (l1, c1), (l2, c2) = splice.start, splice.end
+    head = raw[l1 - 1].encode()[:c1].decode(errors="replace")
+    tail = raw[l2 - 1].encode()[c2:].decode(errors="replace")
+    return "".join(raw[: l1 - 1]) + head + splice.text + tail + "".join(raw[l2:])
+
+
+def _segment(raw: list[str], start: tuple[int, int], end: tuple[int, int]) -> str:
+    (l1, c1), (l2, c2) = start, end
+    if l1 == l2:
+        return raw[l1 - 1].encode()[c1:c2].decode()
+    parts = [raw[l1 - 1].encode()[c1:].decode()] + raw[l1:l2 - 1] + [raw[l2 - 1].encode()[:c2].decode()]
+    return "".join(parts)
+
+
+def _start(node: ast.AST) -> tuple[int, int]:
+    return node.lineno, node.col_offset  # type: ignore[attr-defined]
+
+
+def _end(node: ast.AST) -> tuple[int, int]:
+    return node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+
+
+def _operator_in_gap(raw: list[str], left: ast.AST, right: ast.AST, old: str, new: str, name: str) -> _Splice | None:
+    """The operator token between two operands (outside a comment) replaced by ``new``."""
+    gap = _segment(raw, _end(left), _start(right))
+    code = re.sub(r"#[^\n]*", lambda m: " " * len(m.group()), gap)  # comments blanked, offsets kept
+    words = old.replace(" ", r"\s+")
+    pattern = rf"(?<![\w]){words}(?![\w])" if old[0].isalpha() else rf"(?<![*/<>=!]){re.escape(old)}(?![*/<>=])"
+    match = re.search(pattern, code)
+    if match is None:
+        return None
+    text = gap[: match.start()] + new + gap[match.end():]
+    return _Splice(_end(left)[0] + gap[: match.start()].count("\n"), _end(left), _start(right), text, name)
+
+
+def _splices(tree: ast.Module, raw: list[str]) -> Iterator[_Splice]:
+    skipped = _skipped_nodes(tree)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        yield from _node_splices(node, raw)
+
+
+def _skipped_nodes(tree: ast.Module) -> set[int]:
+    """Nodes no mutant touches: annotations, docstrings, `if TYPE_CHECKING:`/`if __name__ == ...` tests, and
+    everything inside them."""
+    roots: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            roots.extend(a.annotation for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs if a.annotation)
+            roots.extend(x for x in (node.returns, node.args.vararg and node.args.vararg.annotation,
+                                     node.args.kwarg and node.args.kwarg.annotation) if x)
+            roots.extend(node.decorator_list)
+        elif isinstance(node, ast.AnnAssign):
+            roots.append(node.annotation)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) or (
+                isinstance(node, ast.If) and "__name__" in ast.unparse(node.test)):
+            roots.append(node)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body and \
+                isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) and \
+                isinstance(node.body[0].value.value, str):
+            roots.append(node.body[0])
+    return {id(inner) for root in roots for inner in ast.walk(root)}
+
+
+def _node_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
+        old, new = _ARITH[type(node.op)]
+        found = _operator_in_gap(raw, node.left, node.right, old, new, f"arith {old} -> {new}")
+        if found:
+            yield found
+    elif isinstance(node, ast.AugAssign) and type(node.op) in _ARITH:
+        old, new = _ARITH[type(node.op)]
+        found = _operator_in_gap(raw, node.target, node.value, old + "=", new + "=", f"arith {old}= -> {new}=")
+        if found:
+            yield found
+    elif isinstance(node, ast.Compare):
+        left = node.left
+        for op, right in zip(node.ops, node.comparators):
+            old, new = _COMPARE[type(op)]
+            found = _operator_in_gap(raw, left, right, old, new, f"compare {old} -> {new}")
+            if found:
+                yield found
+            left = right
+    elif isinstance(node, ast.BoolOp):
+        old, new = _BOOL[type(node.op)]
+        for left, right in zip(node.values, node.values[1:]):
+            found = _operator_in_gap(raw, left, right, old, new, f"boolean {old} -> {new}")
+            if found:
+                yield found
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        yield _Splice(node.lineno, _start(node), _end(node), _segment(raw, _start(node.operand), _end(node.operand)),
+                      "boolean drop not")
+    elif isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.lineno == node.end_lineno:
+        for name, value in (("+1", node.value + 1), ("-1", node.value - 1), ("0", 0)):
+            if value != node.value:
+                yield _Splice(node.lineno, _start(node), _end(node), repr(value), f"constant {name}")
+    elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        yield _Splice(node.lineno, _start(node), _end(node), repr(not node.value), "constant not")
+    if isinstance(node, (ast.If, ast.While, ast.IfExp)):
+        test = node.test
+        yield _Splice(test.lineno, _start(test), _end(test), f"not ({_segment(raw, _start(test), _end(test))})",
+                      "negate condition")
+    if isinstance(node, _DROPPABLE):
+        yield _Splice(node.lineno, _start(node), _end(node), "pass", "drop statement")
+    if isinstance(node, ast.Return) and node.value is not None and not (
+            isinstance(node.value, ast.Constant) and node.value.value is None):
+        yield _Splice(node.lineno, _start(node), _end(node), "return None", "return None")
+    if isinstance(node, ast.Subscript):
+        yield from _index_splices(node, raw)
+
+
+def _index_splices(node: ast.Subscript, raw: list[str]) -> Iterator[_Splice]:
+    """Off-by-one on an index or on a slice bound: `x[i]` -> `x[i + 1]`, `x[a:b]` -> `x[a:b - 1]` and so on."""
+    index = node.slice
+    bounds = [b for b in (index.lower, index.upper) if b is not None] if isinstance(index, ast.Slice) else \
+        ([index] if not isinstance(index, (ast.Tuple, ast.Constant)) or isinstance(getattr(index, "value", None), int)
+         else [])
+    for bound in bounds:
+        if isinstance(bound, ast.Constant) and not isinstance(bound.value, int):
+            continue
+        text = _segment(raw, _start(bound), _end(bound))
+        if "\n" in text:
+            continue
+        for sign in ("+", "-"):
+            yield _Splice(bound.lineno, _start(bound), _end(bound), f"({text}) {sign} 1", f"index {sign}1")

@@ -1,0 +1,190 @@
+"""The mutation report (`vllm-gates/mutation/1`, issue 28 items 2-4): its records, the kill matrix, the declared
+equivalent mutants with their staleness, resuming from an earlier report, and what `gates mutate` prints.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from _vllm_gates.errors import GatesError
+from _vllm_gates.reports import write_atomic
+
+MUTATION_SCHEMA = "vllm-gates/mutation/1"
+STATUSES = ("killed", "survived", "timed_out", "not_covered", "equivalent", "not_compiling")
+MEASURED = frozenset({"killed", "survived", "timed_out", "not_covered", "not_compiling"})  # what a rerun may reuse
+EQUIVALENTS_FILE = "equivalent_mutants.yaml"
+
+
+class MutationError(GatesError):
+    """A mutation run that cannot go on: a row with nothing to mutate, a broken equivalents file, a judge that died."""
+
+
+@dataclass(frozen=True)
+class Equivalent:
+    """A declared equivalent mutant (`equivalent_mutants.yaml`): no input can tell it from the implementation."""
+
+    id: str
+    reason: str
+    fingerprint: str
+
+
+def load_equivalents(path: Path) -> list[Equivalent]:
+    """The entries of a row's equivalent-mutant list; none when the file does not exist; MutationError naming the
+    file and entry for anything else than a list of {id, reason, fingerprint} texts."""
+    if not path.is_file():
+        return []
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise MutationError(f"{path}: not YAML: {exc}") from None
+    if document is None:
+        return []
+    if not isinstance(document, list):
+        raise MutationError(f"{path}: expected a list of {{id, reason, fingerprint}} entries, got {type(document).__name__}")
+    found = []
+    for number, entry in enumerate(document, start=1):
+        keys = ("id", "reason", "fingerprint")
+        if not isinstance(entry, dict) or set(entry) != set(keys) or not all(isinstance(entry[k], str) and entry[k]
+                                                                              for k in keys):
+            raise MutationError(f"{path}: entry {number} must have exactly id, reason and fingerprint, each a "
+                                f"non-empty text; got {entry!r}")
+        found.append(Equivalent(entry["id"], entry["reason"], entry["fingerprint"]))
+    return found
+
+
+def stale_equivalents(declared: list[Equivalent], fingerprints: set[str]) -> list[Equivalent]:
+    """Declared entries whose mutated code no mutant of today's sources has (reported, never trusted)."""
+    return [entry for entry in declared if entry.fingerprint not in fingerprints]
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """What an earlier report measured for a row, reusable while its sources and gates are unchanged."""
+
+    sources_fingerprint: str
+    gates_fingerprint: str
+    mutants: dict[str, dict[str, Any]]  # measured ones, by id
+    known_bads: list[dict[str, Any]]
+
+    def reusable(self, sources: str, gates: str, mutant_id: str, fingerprint: str) -> dict[str, Any] | None:
+        """The earlier record of a mutant, when neither the row's sources nor its gates changed since."""
+        record = self.mutants.get(mutant_id)
+        if (sources, gates) != (self.sources_fingerprint, self.gates_fingerprint) or record is None:
+            return None
+        return record if record.get("fingerprint") == fingerprint else None
+
+
+def earlier_rows(path: Path) -> dict[str, Earlier]:
+    """The rows an earlier report at ``path`` measured; none when it is absent or not a mutation report."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(document, dict) or document.get("schema") != MUTATION_SCHEMA:
+        return {}
+    found = {}
+    for row in document.get("rows", []):
+        if isinstance(row, dict) and isinstance(row.get("row"), str):
+            measured = {m["id"]: m for m in row.get("mutants", [])
+                        if isinstance(m, dict) and m.get("status") in MEASURED and isinstance(m.get("id"), str)}
+            found[row["row"]] = Earlier(str(row.get("sources_fingerprint")), str(row.get("gates_fingerprint")),
+                                        measured, list(row.get("known_bads", [])))
+    return found
+
+
+@dataclass
+class RowReport:
+    """One row's part of the report, filled mutant by mutant."""
+
+    row: str
+    sources_fingerprint: str
+    gates_fingerprint: str  # sha256 of the row folder's files: a changed gate measures every mutant again
+    gates: list[str]
+    files: list[str] = field(default_factory=list)  # the mutated files the sources fingerprint covers
+    mutants: list[dict[str, Any]] = field(default_factory=list)
+    known_bads: list[dict[str, Any]] = field(default_factory=list)
+    stale_equivalents: list[dict[str, str]] = field(default_factory=list)
+    unmutated_failures: dict[str, list[str]] = field(default_factory=dict)  # gate -> items failing with no mutant
+
+    def counts(self) -> dict[str, int]:
+        return {status: sum(1 for m in self.mutants if m["status"] == status) for status in STATUSES}
+
+    def score(self) -> float | None:
+        """killed / (generated - equivalent - not_compiling); None when nothing is left to score."""
+        counts = self.counts()
+        base = len(self.mutants) - counts["equivalent"] - counts["not_compiling"]
+        return counts["killed"] / base if base else None
+
+    def kill_matrix(self) -> list[dict[str, Any]]:
+        """Per gate: the mutants it killed, those no other gate killed, and whether it kills nothing unique."""
+        rows = []
+        for gate in self.gates:
+            killed = [m for m in self.mutants if gate in m.get("killing_gates", [])]
+            unique = [m for m in killed if m["killing_gates"] == [gate]]
+            rows.append({"gate": gate, "killed": len(killed), "unique_kills": len(unique), "redundant": not unique})
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        counts = self.counts()
+        return {"row": self.row, "files": self.files, "sources_fingerprint": self.sources_fingerprint,
+                "gates_fingerprint": self.gates_fingerprint, "generated": len(self.mutants),
+                **counts, "score": self.score(), "gates": self.kill_matrix(), "mutants": self.mutants,
+                "known_bads": self.known_bads, "stale_equivalents": self.stale_equivalents,
+                "unmutated_failures": self.unmutated_failures}
+
+
+def write_report(path: Path, meta: dict[str, Any], rows: list[RowReport]) -> None:
+    """The whole report, written atomically (called after each mutant, so an interrupted run keeps what it measured)."""
+    document = {"schema": MUTATION_SCHEMA, **meta, "rows": [row.to_json() for row in rows]}
+    write_atomic(path, json.dumps(document, indent=1) + "\n")
+
+
+def summary_lines(row: RowReport, seconds: float) -> list[str]:
+    """The row's counts, score and throughput, then its kill matrix."""
+    counts, score = row.counts(), row.score()
+    shown = "n/a" if score is None else f"{score:.0%}"
+    rate = f"{len(row.mutants) / seconds:.2f} mutants/s" if seconds > 0 else ""
+    lines = [f"{row.row}: generated {len(row.mutants)}, killed {counts['killed']}, survived {counts['survived']}, "
+             f"timed out {counts['timed_out']}, not covered {counts['not_covered']}, equivalent {counts['equivalent']}, "
+             f"not compiling {counts['not_compiling']}; score {shown}; {seconds:.1f} s, {rate}"]
+    ran = {gate for mutant in row.mutants for gate in mutant.get("gates_run") or []}
+    for gate in row.kill_matrix():
+        flag = "  (redundant: kills nothing another gate does not)" if gate["redundant"] else ""
+        if gate["gate"] not in ran:
+            flag = "  (ran against no mutant: it reaches none of their lines, or none of its items passes here)"
+        lines.append(f"  gate {gate['gate']}: killed {gate['killed']}, unique {gate['unique_kills']}{flag}")
+    for entry in row.known_bads:
+        by, outcome = entry["killed_by"], entry.get("outcome")
+        lines.append(f"  known-bad {entry['gate']}/{entry['name']}: " + (
+            f"rejected by {by['gate']} {by['item']}" if by else "NOT rejected" if outcome == "failed" else f"{outcome}"))
+    for gate, items in row.unmutated_failures.items():
+        lines.append(f"  gate {gate}: {len(items)} item(s) fail without any mutant, never counted as kills: "
+                     + ", ".join(items))
+    for stale in row.stale_equivalents:
+        lines.append(f"  stale equivalent entry {stale['id']}: its mutated code no longer exists (not trusted)")
+    return lines
+
+
+def survivor_lines(row: RowReport, gate_files: dict[str, str]) -> list[str]:
+    """Each survivor: file:line, its diff, the gates that ran and passed it, and two paste-ready stubs."""
+    lines = []
+    for mutant in row.mutants:
+        if mutant["status"] != "survived":
+            continue
+        ran = ", ".join(mutant["gates_run"])
+        lines += [f"SURVIVED {mutant['file']}:{mutant['line']} ({mutant['operator']}), passed by: {ran}",
+                  *("    " + line for line in mutant["diff"].rstrip("\n").splitlines())]
+        gate = mutant["gates_run"][0] if mutant["gates_run"] else "GATE"
+        lines += [f"  a case for gate {gate} ({gate_files.get(gate, 'its gate file')}, under its cases:) that the "
+                  f"mutant fails:",
+                  f"      kills-{mutant['file'].rsplit('/', 1)[-1].removesuffix('.py')}-{mutant['line']}:",
+                  "        input: {}        # inputs on which the mutated line changes the result",
+                  "        expect: null     # the oracle's answer for them",
+                  f"  or, if no input can tell it from the implementation, in {EQUIVALENTS_FILE}:",
+                  f"    - {{id: {json.dumps(mutant['id'])}, reason: \"WHY NO INPUT CAN TELL\", "
+                  f"fingerprint: {json.dumps(mutant['fingerprint'])}}}"]
+    return lines
