@@ -41,6 +41,12 @@ for run in "python:gates-cpu.json" "cpp:gates-cpu-cpp.json"; do
   [ "$status" -ne 0 ] || status=$audit_status
 done
 
+# The page people look at (docs/reports.md): the python run's verdicts, and the last mutation run where one was made.
+echo "== gates report --html $reports/gates-cpu.html"
+report_status=0
+python -m _vllm_gates.cli report --html "$reports/gates-cpu.html" --run "$reports/gates-cpu.json" || report_status=$?
+[ "$status" -ne 0 ] || status=$report_status
+
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
   for md in "$reports/gates-cpu.md" "$reports/gates-cpu-cpp.md"; do [ -f "$md" ] && cat "$md" >> "$GITHUB_STEP_SUMMARY"; done
 fi
