@@ -29,7 +29,8 @@ from _vllm_gates.model import GateFile
 from _vllm_gates.mutate_operators import Mutant, mutants
 from _vllm_gates.mutate_report import (EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
                                        stale_equivalents, summary_lines, survivor_lines, write_report)
-from _vllm_gates.mutation_evidence import sources_fingerprint  # the one way `mutation:` claims read it too
+from _vllm_gates.evidence import read_report
+from _vllm_gates.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint  # the one way `mutation:` claims read it too
 from _vllm_gates.patterns import declared_files
 from _vllm_gates.project import Project
 from _vllm_gates.sources import gate_source_files, import_graph
@@ -301,11 +302,23 @@ def mutate_row(runner: Runner, project: Project, row: str, options: Options, ear
     return report
 
 
+def _earlier_report(path: Path) -> dict[str, Any] | None:
+    """The report a rerun resumes from (None: no file yet); MutationError when the file `--json` names is not a
+    mutation report, which gates mutate then refuses to overwrite."""
+    if not path.exists():
+        return None
+    try:
+        return read_report(path, f"--json {path}", MUTATION_SCHEMA, "mutation report", "the --json report of `gates mutate`",
+                           MutationError)
+    except MutationError as error:
+        raise MutationError(f"{error}; not overwritten: name another file") from None
+
+
 def run_mutate(project: Project, options: Options) -> int:
     """`gates mutate`: every row asked for (default: all), the report written after each mutant; 0 when it ran."""
     config = project.config
     rows = list(options.rows) or [r.id for r in project.roadmap.rows if r.id in project.paths]
-    earlier = earlier_rows(options.json_path)
+    earlier = earlier_rows(_earlier_report(options.json_path))
     started, clock = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.monotonic()
     done: list[RowReport] = []
     meta = {"impl": "python", "engine": ENGINE, "seed": options.seed, "started": started,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -78,16 +78,11 @@ class Earlier:
         return record if record.get("fingerprint") == fingerprint else None
 
 
-def earlier_rows(path: Path) -> dict[str, Earlier]:
-    """The rows an earlier report at ``path`` measured; none when it is absent or not a mutation report."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(document, dict) or document.get("schema") != MUTATION_SCHEMA:
-        return {}
-    found = {}
-    for row in document.get("rows", []):
+def earlier_rows(document: Mapping[str, Any] | None) -> dict[str, Earlier]:
+    """The rows an earlier mutation report (already read and its schema checked) measured; none without one."""
+    found: dict[str, Earlier] = {}
+    rows = document.get("rows", []) if document is not None else []
+    for row in rows if isinstance(rows, list) else []:
         if isinstance(row, dict) and isinstance(row.get("row"), str):
             measured = {m["id"]: m for m in row.get("mutants", [])
                         if isinstance(m, dict) and m.get("status") in MEASURED and isinstance(m.get("id"), str)}

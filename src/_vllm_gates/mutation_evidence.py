@@ -12,8 +12,8 @@ from typing import Any, Mapping
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.evidence import read_report
+from _vllm_gates.mutate_report import MUTATION_SCHEMA  # the one schema id, written by gates mutate
 
-MUTATION_SCHEMA = "vllm-gates/mutation/1"
 MISSING_FILE = "(missing)"  # what a file that no longer exists contributes to a fingerprint
 
 

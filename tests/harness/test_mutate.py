@@ -159,6 +159,10 @@ def test_a_mutant_that_does_not_import_is_not_compiling(example: Example) -> Non
 def test_usage_errors_name_the_flag(example: Example) -> None:
     assert "--impl cpp" in example.gates("mutate", "--impl", "cpp").err
     assert "--max-mutants 0" in example.gates("mutate", "--max-mutants", "0").err
+    example.write("out/run.json", '{"schema": "vllm-gates/report/1"}')  # a run's report, say: never overwritten
+    clobber = example.gates("mutate", "--json", "out/run.json")
+    assert clobber.code == 3 and "--json" in clobber.err and "not overwritten" in clobber.err, clobber.err
+    assert example.read("out/run.json") == '{"schema": "vllm-gates/report/1"}'
     example.edit('sources: ["example_row/*.py"]', 'sources: ["example_row/oracle.py"]')
     refused = example.gates("mutate")
     assert refused.code == 3 and "name no Python file of the implementation" in refused.err
