@@ -279,6 +279,7 @@ class Rejection:
     checks: int
     by: str
     detail: str
+    item: str = ""  # the rejecting item: the case's name, or "properties"
 
 
 @dataclass
@@ -567,10 +568,11 @@ def hunt(rg: ResolvedGate, stand_in: Subject, settings_for: Callable[..., Any], 
             checks += check_case(rg, case, stand_in, check_oracle=False)
         except Mismatch as mismatch:
             checks += 1
-            return checks, Rejection(checks, f"case {case.name!r}", mismatch.headline)
+            return checks, Rejection(checks, f"case {case.name!r}", mismatch.headline, case.name)
     if rg.gate.properties is not None:
         try:
             checks += run_properties(rg, stand_in, settings_for, max_examples, hunting=True).examples
         except Mismatch as mismatch:
-            return checks + 1, Rejection(checks + 1, "properties", f"{mismatch.headline}: {render_value(mismatch.data)}")
+            return checks + 1, Rejection(checks + 1, "properties", f"{mismatch.headline}: {render_value(mismatch.data)}",
+                                                  "properties")
     return checks, None

@@ -50,6 +50,7 @@ class ItemRecord:
     harness_error: bool = False
     values: int = 0  # properties: examples where impl and oracle both gave a value that was compared
     agreed_errors: int = 0  # properties: examples where both raised errors that agree
+    rejected_item: str = ""  # a known-bad's or the audit's: the case (its name) or "properties" that rejected it
 
 
 RECORD = pytest.StashKey[ItemRecord]()
@@ -219,7 +220,7 @@ class KnownBadItem(GateItem):
             where = f"{self.resolved.gate.location.path}:{self.identity.line}"  # the known_bad entry (the gate's line for the audit)
             raise KnownBadPassed(f"{where}: gate {self.resolved.gate.id} cannot tell {self.label} from correct: "
                                  f"it passed all {made} checks (cases and generated examples)")
-        return ItemRecord(made, f"{rejection.by}: {rejection.detail}")
+        return ItemRecord(made, f"{rejection.by}: {rejection.detail}", rejected_item=rejection.item)
 
 
 class AuditItem(KnownBadItem):

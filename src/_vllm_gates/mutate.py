@@ -1,10 +1,10 @@
 """`gates mutate [ROW…]` (issue 28 items 1-5): mutants of the implementation files a row's `sources:` names, each
-judged by the gates whose items execute its line, in a fresh pytest run of its own (docs/mutation.md).
+judged by the gates whose items execute its line, in one warm pytest session per row (docs/mutation.md).
 
-A first, unmutated pass per gate records the lines of those files its items execute (and which items pass at all);
-then each mutant runs in a judge of its own whose processes load the mutated text in place of the file (an import
-hook, mutate_hook; the file on disk is never edited). A mutant is killed only when a gate item that passed unmutated
-fails or errors: a crash, hang or exit counts only as the gate reports it.
+The session (mutate_session) first runs each gate unmutated, recording the lines of those files its items execute
+(and which items pass at all); then each mutant in turn, its workers loading the mutated text in place of the file
+(an import hook, mutate_hook; the file on disk is never edited). A mutant is killed only when a gate item that passed
+unmutated fails or errors: a crash, hang or exit counts only as the gate reports it.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from _vllm_gates import mutate_hook
 from _vllm_gates.config import Config
@@ -35,6 +35,9 @@ from _vllm_gates.patterns import declared_files
 from _vllm_gates.project import Project
 from _vllm_gates.sources import gate_source_files, import_graph
 
+SESSION_END_SECONDS = 10.0  # a session that judged every mutant may take this long to end before it is killed
+POLL_SECONDS = 0.05  # how often a session's events are read
+FIRST_PASS_FLOOR = 300.0  # seconds the session may take to start and judge one unmutated gate, at least (4 x --timeout)
 ENGINE = "vllm-gates ast operators 1"  # the generator: mutate_operators (docs/mutation.md says why not mutmut/cosmic-ray)
 
 
@@ -48,14 +51,6 @@ class Options:
     json_path: Path
     changed_since: str | None
     seed: int
-
-
-@dataclass(frozen=True)
-class GateRun:
-    """What one pytest run of some gates' items left: each item's outcome by (gate, item); timed_out when stopped."""
-
-    outcomes: dict[tuple[str, str], str]
-    timed_out: bool
 
 
 def mutable_files(config: Config, gate_file: GateFile) -> list[str]:
@@ -91,130 +86,114 @@ def changed_lines(root: Path, rev: str, files: list[str]) -> dict[str, set[int]]
     return found
 
 
-def _node_ids(shown: str, gate_file: GateFile, gates: list[str]) -> list[str]:
-    """The case and properties items of ``gates`` (known-bads and the audit judge other targets, not the port)."""
-    by_id = {gate.id: gate for gate in gate_file.gates}
-    return [f"{shown}::{gate}::{name}" for gate in gates
-            for name in [case.name for case in by_id[gate].cases] + (["properties"] if by_id[gate].properties else [])]
-
-
-class Runner:
-    """Starts the pytest runs of one `gates mutate` invocation, with the hook's sitecustomize on PYTHONPATH."""
+class Sessions:
+    """Starts the warm gate sessions of one `gates mutate` invocation (mutate_session), with the hook's sitecustomize
+    on PYTHONPATH, and watches each one's events: a session stuck on one mutant for more than --timeout seconds is
+    ended, that mutant is timed_out, and a new session (reusing the first pass) judges the rest."""
 
     def __init__(self, config: Config, work: Path, seed: int):
         self.config, self.work, self.seed = config, work, seed
+        self.first_pass_seconds = 0.0  # the unmutated gates' runs, summed over rows
         (work / "hook").mkdir()
         (work / "hook" / "sitecustomize.py").write_text(mutate_hook.SITECUSTOMIZE, encoding="utf-8")
 
-    def run(self, node_ids: list[str], extra: dict[str, str], timeout: float) -> GateRun:
-        """One pytest run of ``node_ids``; the outcome of each item from its --gates-json report."""
-        out = self.work / "run.json"
-        out.unlink(missing_ok=True)
+    def judge(self, row: str, gate_path: str, files: list[str], chosen: list[Mutant], trace_gates: list[str],
+              known_bads: bool, timeout: float, found: Callable[[Mutant, dict[str, Any]], None]) -> dict[str, Any]:
+        """The first pass (unmutated items, lines reached, known-bads) and each mutant's result, handed to ``found``
+        as it comes; returns the first pass."""
+        folder = self.work / re.sub(r"[^\w.-]", "_", row)
+        (folder / "mutants").mkdir(parents=True)
+        real = {f: os.path.realpath(self.config.root / f) for f in files}
+        specs = []
+        for number, mutant in enumerate(chosen):
+            source = folder / "mutants" / f"{number}.py"
+            source.write_text(mutant.source, encoding="utf-8")
+            specs.append({"id": mutant.id(row), "path": real[mutant.file], "line": mutant.line, "source": str(source),
+                          "failed": str(folder / "mutants" / f"{number}.failed")})
+        by_id = {mutant.id(row): mutant for mutant in chosen}
+        plan = {"work": str(folder), "control": str(folder / "control.json"), "touched": str(folder / "touched.txt"),
+                "watch": sorted(set(real.values())), "baseline": str(folder / "baseline.json"), "events": str(folder / "events.jsonl"),
+                "trace_gates": trace_gates, "known_bads": known_bads}
+        (folder / "control.json").write_text(json.dumps({"watch": plan["watch"], "touched": plan["touched"],
+                                                          "mutant": None, "trace": None}), encoding="utf-8")
+        left = specs
+        while True:
+            stuck = self._session(gate_path, folder, {**plan, "mutants": left}, timeout, by_id, found)
+            if stuck is None:
+                return json.loads((folder / "baseline.json").read_text(encoding="utf-8"))
+            found(by_id[stuck], {"status": "timed_out", "killed_by": None, "killing_gates": []})
+            left = left[[spec["id"] for spec in left].index(stuck) + 1:]
+
+    def _session(self, gate_path: str, folder: Path, plan: dict[str, Any], timeout: float, by_id: dict[str, Mutant],
+                 found: Callable[[Mutant, dict[str, Any]], None]) -> str | None:
+        """One session over ``plan``'s mutants; the id of the mutant it was stopped on, or None when it judged all."""
+        (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+        events = folder / "events.jsonl"
+        events.unlink(missing_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
-        env.update(extra, PYTHONPATH=os.pathsep.join(filter(None, [str(self.work / "hook"), env.get("PYTHONPATH")])))
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--assert=plain", "--rootdir", str(self.config.root),
-                   "--hypothesis-profile", mutate_hook.PROFILE, "--hypothesis-seed", str(self.seed), "--gates-json", str(out), *node_ids]
-        log = self.work / "run.log"
+        env.update({mutate_hook.CONTROL_VARIABLE: plan["control"], mutate_hook.PLAN_VARIABLE: str(folder / "plan.json")},
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(self.work / "hook"), env.get("PYTHONPATH")])))
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--assert=plain", "-p", "_vllm_gates.mutate_session",
+                   "--rootdir", str(self.config.root), "--hypothesis-profile", mutate_hook.PROFILE,
+                   "--hypothesis-seed", str(self.seed), gate_path]
+        log = folder / "session.log"
         with open(log, "wb") as output:
             process = subprocess.Popen(command, cwd=self.config.root, env=env, stdout=output, stderr=subprocess.STDOUT,
                                        start_new_session=True)
+        first_pass = max(4 * timeout, FIRST_PASS_FLOOR)
+        deadline, current, read = time.monotonic() + first_pass, None, 0
         try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
+            while True:
+                ended = process.poll() is not None
+                with open(events, "a+", encoding="utf-8") as handle:
+                    handle.seek(read)
+                    text = handle.read()
+                complete = text[:text.rfind("\n") + 1]
+                read += len(complete.encode("utf-8"))
+                for event in (json.loads(line) for line in complete.splitlines()):
+                    kind = event.pop("event")
+                    if kind == "first-pass":
+                        deadline = time.monotonic() + first_pass
+                        self.first_pass_seconds += event["seconds"]
+                    elif kind == "gate-seconds":
+                        pass
+                    elif kind == "start":
+                        current, deadline = event["id"], time.monotonic() + timeout
+                    elif kind == "done":
+                        found(by_id[event.pop("id")], event)
+                        current = None
+                    elif kind == "error":
+                        raise MutationError(event["message"])
+                    elif kind == "end":
+                        try:
+                            process.wait(SESSION_END_SECONDS)  # its reports of the last mutant, never read
+                        except subprocess.TimeoutExpired:
+                            pass
+                        return None
+                if ended:
+                    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
+                    raise MutationError(f"the gate session of {gate_path} ended (exit {process.returncode}) before "
+                                        f"judging every mutant:\n  " + "\n  ".join(tail))
+                if time.monotonic() > deadline:
+                    if current is None:
+                        raise MutationError(f"{gate_path}: the unmutated gates took more than {first_pass:g} s for one "
+                                            f"gate (4 x --timeout): no line can be said to be covered; raise --timeout")
+                    return current
+                time.sleep(POLL_SECONDS)
+        finally:
             _stop(process)
-            return GateRun({}, timed_out=True)
-        except BaseException:  # Ctrl-C or SIGTERM: its own session does not get the signal, so it is ended here
-            _stop(process)
-            raise
-        try:
-            report = json.loads(out.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
-            raise MutationError(f"a gate run wrote no report (exit {process.returncode}): {' '.join(node_ids[:3])}"
-                                f"{' …' if len(node_ids) > 3 else ''}\n  " + "\n  ".join(tail)) from None
-        return GateRun({(i["gate"], i["name"]): i["outcome"] for i in report.get("items", [])}, timed_out=False)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """The judge first (its lifeline then ends its workers), then whatever is left of its process group."""
-    process.kill()
+    if process.poll() is None:
+        process.kill()
     process.wait()
     time.sleep(0.2)
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value), encoding="utf-8")
-
-
-def coverage(runner: Runner, shown: str, gate_file: GateFile, files: list[str], timeout: float
-             ) -> tuple[dict[str, set[tuple[str, int]]], dict[str, set[str]], dict[str, list[str]]]:
-    """Per gate: the (file, line) of ``files`` its items execute unmutated, the items that pass unmutated and those
-    that fail or error unmutated (never counted as kills). A gate whose impl side imports none of ``files`` (found
-    statically, as `gates affected` does) is not run: it reaches none of their lines."""
-    root = runner.config.root
-    real = {os.path.realpath(root / f): f for f in files}
-    graph = import_graph(runner.config)
-    reached: dict[str, set[tuple[str, int]]] = {}
-    passing: dict[str, set[str]] = {}
-    failing: dict[str, list[str]] = {}
-    for gate in gate_file.gates:
-        ids = _node_ids(shown, gate_file, [gate.id])
-        imported = {os.path.realpath(p) for p in gate_source_files(graph, [r for r in (gate.impl, gate.build_impl) if r])}
-        if not ids or not imported & set(real):
-            continue
-        lines_out, spec = runner.work / f"lines-{gate.id}.txt", runner.work / "trace.json"
-        _write_json(spec, {"files": sorted(real), "out": str(lines_out)})
-        result = runner.run(ids, {mutate_hook.TRACE_VARIABLE: str(spec)}, timeout * 4)
-        if result.timed_out:
-            raise MutationError(f"gate {gate.id}'s unmutated run took more than {timeout * 4:g} s (4 x --timeout): "
-                                f"no line can be said to be covered; raise --timeout")
-        passing[gate.id] = {name for (g, name), outcome in result.outcomes.items() if g == gate.id and outcome == "passed"}
-        failing[gate.id] = sorted(name for (g, name), outcome in result.outcomes.items()
-                                  if g == gate.id and outcome in ("failed", "error"))
-        text = lines_out.read_text(encoding="utf-8") if lines_out.exists() else ""
-        reached[gate.id] = {(real[p], int(n)) for p, n in (l.split("\t") for l in text.splitlines()) if p in real}
-    return reached, passing, {gate: items for gate, items in failing.items() if items}
-
-
-def known_bads(runner: Runner, shown: str, gate_file: GateFile, timeout: float) -> list[dict[str, Any]]:
-    """Each hand-written known-bad and whether its item rejected it (the kill matrix's other half)."""
-    ids = [f"{shown}::{g.id}::known_bad[{kb.name}]" for g in gate_file.gates for kb in g.known_bad]
-    if not ids:
-        return []
-    result = runner.run(ids, {}, timeout * 4)
-    if result.timed_out:
-        raise MutationError(f"row {gate_file.row}'s known-bad items took more than {timeout * 4:g} s (4 x --timeout)")
-    outcome = {(g.id, kb.name): result.outcomes.get((g.id, f"known_bad[{kb.name}]"), "not run")
-               for g in gate_file.gates for kb in g.known_bad}
-    return [{"gate": g.id, "name": kb.name, "outcome": outcome[(g.id, kb.name)],
-             "killed_by": {"gate": g.id, "item": f"known_bad[{kb.name}]"} if outcome[(g.id, kb.name)] == "passed" else None}
-            for g in gate_file.gates for kb in g.known_bad]
-
-
-def judge_mutant(runner: Runner, shown: str, gate_file: GateFile, mutant: Mutant, gates: list[str],
-                 passing: dict[str, set[str]], timeout: float) -> dict[str, Any]:
-    """Run the covering gates' items against ``mutant``: its status, the first item that failed and every gate that did."""
-    root = runner.config.root
-    source, failed, spec = runner.work / "mutant.py", runner.work / "import-failed", runner.work / "mutant.json"
-    source.write_text(mutant.source, encoding="utf-8")
-    failed.unlink(missing_ok=True)
-    _write_json(spec, {"path": os.path.realpath(root / mutant.file), "source": str(source), "failed": str(failed)})
-    ids = [i for i in _node_ids(shown, gate_file, gates) if i.rsplit("::", 1)[1] in passing[i.split("::")[1]]]
-    result = runner.run(ids, {mutate_hook.MUTANT_VARIABLE: str(spec)}, timeout)
-    if failed.exists():
-        return {"status": "not_compiling", "killed_by": None, "killing_gates": []}
-    if result.timed_out:
-        return {"status": "timed_out", "killed_by": None, "killing_gates": []}
-    failures = [(g, name) for g in gates for name in [i.rsplit("::", 1)[1] for i in ids if i.split("::")[1] == g]
-                if result.outcomes.get((g, name)) in ("failed", "error")]
-    killing = list(dict.fromkeys(g for g, _ in failures))
-    if not failures:
-        return {"status": "survived", "killed_by": None, "killing_gates": []}
-    return {"status": "killed", "killed_by": {"gate": failures[0][0], "item": failures[0][1]}, "killing_gates": killing}
 
 
 def _sample(found: list[Mutant], cap: int | None, seed: int) -> list[Mutant]:
@@ -251,9 +230,18 @@ def _generate(config: Config, row: str, files: list[str], changed: dict[str, set
     return found
 
 
-def mutate_row(runner: Runner, project: Project, row: str, options: Options, earlier: Earlier | None,
-               save: Any) -> RowReport:
-    """One row: generate, cover, judge each mutant (reusing an earlier report's measurements), saving after each."""
+def _traced_gates(config: Config, gate_file: GateFile, files: set[str]) -> list[str]:
+    """The gates whose impl side imports one of ``files`` (found statically, as `gates affected` does): the others
+    reach none of their lines and are not run in the first pass."""
+    graph = import_graph(config)
+    real = {os.path.realpath(config.root / f) for f in files}
+    return [gate.id for gate in gate_file.gates
+            if real & {os.path.realpath(p) for p in gate_source_files(graph, [r for r in (gate.impl, gate.build_impl) if r])}]
+
+
+def mutate_row(sessions: Sessions, project: Project, row: str, options: Options, earlier: Earlier | None,
+               save: Callable[[RowReport], None]) -> RowReport:
+    """One row: generate, then judge every mutant not measured before in a warm session, saving after each."""
     config = project.config
     gate_file = project.gate_file(row)
     if gate_file is None:
@@ -274,31 +262,31 @@ def mutate_row(runner: Runner, project: Project, row: str, options: Options, ear
     report.stale_equivalents = [{"id": e.id, "reason": e.reason, "fingerprint": e.fingerprint}
                                 for e in stale_equivalents(declared, {m.fingerprint for m in found})]
     equivalent = {e.fingerprint for e in declared}
-    reuse = {m.fingerprint: earlier.reusable(report.sources_fingerprint, report.gates_fingerprint, m.id(row),
-                                             m.fingerprint) if earlier else None for m in chosen}
-    if all(reuse[m.fingerprint] or m.fingerprint in equivalent for m in chosen):  # nothing to run: no first pass
-        reached: dict[str, set[tuple[str, int]]] = {}
-        passing: dict[str, set[str]] = {}
-        report.known_bads = earlier.known_bads if earlier else []
-    else:
-        mutated = sorted({m.file for m in chosen if not reuse[m.fingerprint] and m.fingerprint not in equivalent})
-        reached, passing, report.unmutated_failures = coverage(runner, shown, gate_file, mutated, options.timeout)
-        report.known_bads = [] if changed is not None else known_bads(runner, shown, gate_file, options.timeout)
+    outcomes: dict[str, dict[str, Any]] = {}
     for mutant in chosen:
-        record = {"id": mutant.id(row), "file": mutant.file, "line": mutant.line, "operator": mutant.operator,
-                  "diff": mutant.diff, "fingerprint": mutant.fingerprint}
-        before = reuse[mutant.fingerprint]
+        before = earlier.reusable(report.sources_fingerprint, report.gates_fingerprint, mutant.id(row),
+                                  mutant.fingerprint) if earlier else None
         if mutant.fingerprint in equivalent:
-            outcome: dict[str, Any] = {"status": "equivalent", "killed_by": None, "killing_gates": [], "gates_run": []}
+            outcomes[mutant.id(row)] = {"status": "equivalent", "killed_by": None, "killing_gates": [], "gates_run": []}
         elif before:
-            outcome = {k: before.get(k) for k in ("status", "killed_by", "killing_gates", "gates_run")}
-        else:
-            gates = [g for g, lines in reached.items() if (mutant.file, mutant.line) in lines and passing[g]]
-            outcome = {"status": "not_covered", "killed_by": None, "killing_gates": []} if not gates else \
-                judge_mutant(runner, shown, gate_file, mutant, gates, passing, options.timeout)
-            outcome["gates_run"] = gates
-        report.mutants.append({**record, **outcome})
+            outcomes[mutant.id(row)] = {k: before.get(k) for k in ("status", "killed_by", "killing_gates", "gates_run")}
+
+    def judged(mutant: Mutant, outcome: dict[str, Any]) -> None:
+        outcomes[mutant.id(row)] = {"gates_run": [], **outcome}
+        report.mutants = [{"id": m.id(row), "file": m.file, "line": m.line, "operator": m.operator, "diff": m.diff,
+                           "fingerprint": m.fingerprint, **outcomes[m.id(row)]} for m in chosen if m.id(row) in outcomes]
         save(report)
+
+    left = [m for m in chosen if m.id(row) not in outcomes]
+    if left:
+        first = sessions.judge(row, shown, files, left, _traced_gates(config, gate_file, {m.file for m in left}),
+                               changed is None, options.timeout, judged)
+        report.unmutated_failures = first["failing"]
+        report.known_bads = first["known_bads"]
+    else:  # nothing to run: no session
+        report.known_bads = earlier.known_bads if earlier else []
+    if chosen:
+        judged(chosen[0], outcomes[chosen[0].id(row)])
     return report
 
 
@@ -330,10 +318,10 @@ def run_mutate(project: Project, options: Options) -> int:
 
     gate_files: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="gates-mutate-") as work:
-        runner = Runner(config, Path(work), options.seed)
+        sessions = Sessions(config, Path(work), options.seed)
         for row in rows:
             row_clock = time.monotonic()
-            report = mutate_row(runner, project, row, options, earlier.get(row), save)
+            report = mutate_row(sessions, project, row, options, earlier.get(row), save)
             done.append(report)
             save(report)
             gate_file = project.gate_file(row)

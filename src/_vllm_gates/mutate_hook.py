@@ -1,6 +1,7 @@
-"""What `gates mutate` installs in every process of a gate run it starts (issue 28 item 2), through a generated
-`sitecustomize` on PYTHONPATH: the mutant's text served in place of one file (the file on disk is never edited), and
-the lines of the mutated files that a gate executes, recorded for the coverage pass. Standard library only.
+"""What `gates mutate` installs in the processes of its warm gate session (issue 28 items 1-2), through a generated
+`sitecustomize` on PYTHONPATH: in each worker, as it is forked, the mutant's text served in place of one file (the
+file on disk is never edited), a record of which workers imported a mutated file (so only those are restarted for
+the next mutant), and, for the first pass, the lines of those files a gate executes. Standard library only.
 """
 from __future__ import annotations
 
@@ -13,10 +14,15 @@ import threading
 from types import FrameType, ModuleType
 from typing import Any, Callable
 
-MUTANT_VARIABLE = "VLLM_GATES_MUTANT"  # a JSON file: {"path": real file, "source": mutated text file, "failed": marker}
-TRACE_VARIABLE = "VLLM_GATES_TRACE"  # a JSON file: {"files": [real files], "out": file the executed lines go to}
+CONTROL_VARIABLE = "VLLM_GATES_MUTATION_CONTROL"  # a JSON file the session rewrites before each mutant
+PLAN_VARIABLE = "VLLM_GATES_MUTATION_PLAN"  # a JSON file: what the session (mutate_session) is to judge
 WORKER_MODULE = "_vllm_gates.worker_main"
-PROFILE = "vllm-gates-mutation"  # registered in the judge of a mutant's run (`--hypothesis-profile`)
+PROFILE = "vllm-gates-mutation"  # registered in the judge of a mutation session (`--hypothesis-profile`)
+
+# The control file: {"watch": [real paths of the files that may be mutated], "touched": file where a worker notes
+# "pid<TAB>path" when it imports one of them, "mutant": {"path", "source", "failed"} or null, "trace": file the
+# executed lines of watched files go to, or null}. Read by a worker when it imports a watched file, never by the fork
+# server (which imports none).
 
 
 class _MutantLoader(importlib.abc.SourceLoader):
@@ -29,10 +35,7 @@ class _MutantLoader(importlib.abc.SourceLoader):
         return self.path
 
     def get_data(self, path: str) -> bytes:
-        if path == self.path:
-            with open(self.source, "rb") as handle:
-                return handle.read()
-        with open(path, "rb") as handle:
+        with open(self.source if path == self.path else path, "rb") as handle:
             return handle.read()
 
     def path_stats(self, path: str) -> dict[str, Any]:
@@ -47,16 +50,41 @@ class _MutantLoader(importlib.abc.SourceLoader):
             raise
 
 
-class _MutantFinder(importlib.abc.MetaPathFinder):
-    """Finds modules as the path finder does; the one whose file is the mutated file gets the mutant's loader."""
+class _WatchingFinder(importlib.abc.MetaPathFinder):
+    """Finds modules as the path finder does. When a watched file is imported it reads the control file as it is
+    then: notes the import (this worker now holds that file's text, so the session ends it before the next mutant),
+    starts the line tracer if asked, and gives the mutated file the mutant's loader."""
 
-    def __init__(self, path: str, source: str, failed: str):
-        self.loader = _MutantLoader(path, source, failed)
+    def __init__(self, control: str):
+        self.control = control
+        self.watch: frozenset[str] | None = None
+        self.tracing = False
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is not None and spec.origin and os.path.realpath(spec.origin) == self.loader.path:
-            spec.loader = self.loader
+        origin = os.path.realpath(spec.origin) if spec is not None and spec.origin else None
+        if origin is None or (self.watch is not None and origin not in self.watch):
+            return spec
+        try:
+            with open(self.control, encoding="utf-8") as handle:
+                now = json.load(handle)
+            self.watch = frozenset(now["watch"])
+            if origin not in self.watch:
+                return spec
+            with open(now["touched"], "a", encoding="utf-8") as handle:
+                handle.write(f"{os.getpid()}\t{origin}\n")
+            if now.get("trace") and not self.tracing:
+                tracer = _line_tracer(self.watch, now["trace"])
+                sys.settrace(tracer)
+                threading.settrace(tracer)
+                self.tracing = True
+        except BaseException as error:
+            with open(hook_errors(self.control), "a", encoding="utf-8") as handle:
+                handle.write(f"worker {os.getpid()} importing {origin}: {type(error).__name__}: {error}\n")
+            raise
+        mutant = now.get("mutant")
+        if mutant and origin == os.path.realpath(mutant["path"]):
+            spec.loader = _MutantLoader(origin, mutant["source"], mutant["failed"])
             spec.cached = None
         return spec
 
@@ -94,21 +122,25 @@ def _register_profile() -> None:
                               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+def hook_errors(control: str) -> str:
+    """Where a worker that could not apply the control file says why (the session then stops: a mutant that was not
+    applied must never be judged as one that survived)."""
+    return control + ".errors"
+
+
 def install() -> None:
-    """Install what the environment asks for; nothing when neither variable is set."""
-    mutant, trace = os.environ.get(MUTANT_VARIABLE), os.environ.get(TRACE_VARIABLE)
-    if "pytest" in getattr(sys, "orig_argv", ()):  # the judge of a run that `gates mutate` started
+    """In the session's judge, the mutation profile; in its workers, the control file applied as each one starts
+    (the fork server itself imports no judged code: it applies it in each child it forks)."""
+    control, argv = os.environ.get(CONTROL_VARIABLE), getattr(sys, "orig_argv", ())
+    if not control:
+        return
+    if "pytest" in argv:
         _register_profile()
-    if mutant:
-        with open(mutant, encoding="utf-8") as handle:
-            spec = json.load(handle)
-        sys.meta_path.insert(0, _MutantFinder(os.path.realpath(spec["path"]), spec["source"], spec["failed"]))
-    if trace and WORKER_MODULE in getattr(sys, "orig_argv", ()):  # only the workers run the judged code
-        with open(trace, encoding="utf-8") as handle:
-            spec = json.load(handle)
-        tracer = _line_tracer(frozenset(spec["files"]), spec["out"])
-        sys.settrace(tracer)
-        threading.settrace(tracer)
+    if WORKER_MODULE in argv:
+        if "--zygote" in argv:
+            os.register_at_fork(after_in_child=lambda: sys.meta_path.insert(0, _WatchingFinder(control)))
+        else:
+            sys.meta_path.insert(0, _WatchingFinder(control))
 
 
 SITECUSTOMIZE = "from _vllm_gates import mutate_hook\nmutate_hook.install()\n"

@@ -1,6 +1,6 @@
 """The engine's only uses of pytest's private modules (`_pytest.*`), each behind one small function (issue 27 item 4).
 
-pytest offers no public API for either need. tests/harness/test_pytest_compat.py runs both on the oldest pytest the
+pytest offers no public API for any of these needs. tests/harness/test_pytest_compat.py runs both on the oldest pytest the
 project supports (8.0.0, pyproject.toml) and on the installed one.
 """
 from __future__ import annotations
@@ -28,3 +28,12 @@ def junit_writer(config: pytest.Config) -> Callable[[pytest.TestReport], None] |
 
     xml = config.stash.get(xml_key, None)
     return None if xml is None else xml.pytest_runtest_logreport
+
+
+def run_again(item: pytest.Item) -> list[pytest.TestReport]:
+    """Run a collected item once more, from inside the session's run loop, and return its reports (setup, call,
+    teardown) without logging them: how `gates mutate`'s warm session judges each mutant with the items it collected
+    once. Needs `_pytest.runner.runtestprotocol`: pytest has no public way to run an item again."""
+    from _pytest.runner import runtestprotocol
+
+    return runtestprotocol(item, log=False, nextitem=None)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.pytest_compat import junit_writer, marker_expression
+from _vllm_gates.pytest_compat import junit_writer, marker_expression, run_again
 
 EXPRESSIONS = {"gpu and not dist": [[], ["gpu"], ["gpu", "dist"]], "(cpu or gpu) and not upstream": [["cpu"], ["upstream", "cpu"], ["dist"]],
                "not cpu": [[], ["cpu"]]}
@@ -69,10 +69,34 @@ def _entry(work: Path) -> dict[str, object]:
     return found
 
 
+class RunAgainProbe:
+    """Runs each collected item three times from its own run loop, as `gates mutate`'s session does, noting outcomes."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, list[list[str]]] = {}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        for item in session.items:
+            self.outcomes[item.name] = [[r.outcome for r in run_again(item)] for _ in range(3)]
+        return True
+
+
+def _run_again(work: Path) -> dict[str, object]:
+    project = work / "again"
+    project.mkdir()
+    (project / "test_again.py").write_text("calls = []\n\ndef test_counts():\n    calls.append(1)\n"
+                                           "    assert len(calls) != 2\n", encoding="utf-8")
+    probe = RunAgainProbe()
+    _quiet_main([str(project), "-q", "-p", "no:cacheprovider"], [probe])
+    return probe.outcomes
+
+
 def main(work: Path) -> None:
     markers = {text: [marker_expression(text)(set(names)) for names in cases] for text, cases in EXPRESSIONS.items()}
     result = {"pytest": pytest.__version__, "pytest_file": pytest.__file__, "markers": markers, "junit": _junit(work),
-              "entry": _entry(work)}
+              "entry": _entry(work),
+              "run_again": _run_again(work)}
     print(json.dumps(result))
 
 

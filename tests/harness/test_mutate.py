@@ -47,14 +47,14 @@ def test_killed_not_covered_equivalent_stale_and_resume(example: Example, monkey
                                                      "impl: example_row.oracle:counted_page_bytes")
     example.write("gates/rows/example/gate.yaml", example.read() + other)  # imports no mutated file: never run
     report_path = example.root / "reports" / "mutation.json"
-    runs: list[list[str]] = []
-    real_run = mutate.Runner.run
+    plans: list[dict[str, Any]] = []
+    real_session = mutate.Sessions._session
 
-    def recorded(self: mutate.Runner, node_ids: list[str], *args: Any) -> mutate.GateRun:
-        runs.append(node_ids)
-        return real_run(self, node_ids, *args)
+    def recorded(self: mutate.Sessions, gate_path: str, folder: Path, plan: dict[str, Any], *args: Any) -> str | None:
+        plans.append(plan)
+        return real_session(self, gate_path, folder, plan, *args)
 
-    monkeypatch.setattr(mutate.Runner, "run", recorded)
+    monkeypatch.setattr(mutate.Sessions, "_session", recorded)
     result = example.gates("mutate", "--changed-since", "HEAD")
     assert result.code == 0, result.text
     report = json.loads(report_path.read_text(encoding="utf-8"))
@@ -62,7 +62,8 @@ def test_killed_not_covered_equivalent_stale_and_resume(example: Example, monkey
     by_line = {(m["line"], m["operator"]): m for m in _mutants(report)}
     dropped = by_line[(example.line("raise ValueError", relative=IMPL), "drop statement")]
     assert dropped["status"] == "killed" and dropped["gates_run"] == ["page-bytes"]
-    assert dropped["killed_by"] == {"gate": "page-bytes", "item": "negative-heads"}
+    assert dropped["killed_by"]["gate"] == "page-bytes" and dropped["killed_by"]["item"] == "negative-heads"
+    assert "did not raise" in dropped["killed_by"]["detail"] or "raise" in dropped["killed_by"]["detail"], dropped
     unreached_line = example.line("return count + 1", relative=IMPL)
     not_covered = [m for m in _mutants(report) if m["line"] == unreached_line]
     assert {m["operator"] for m in not_covered} >= {"return None", "arith + -> -", "constant +1"}
@@ -71,7 +72,8 @@ def test_killed_not_covered_equivalent_stale_and_resume(example: Example, monkey
     row = report["rows"][0]
     assert (row["killed"], row["not_covered"], row["score"]) == (1, len(not_covered), 1 / len(_mutants(report)))
     assert row["gates"][0] == {"gate": "page-bytes", "killed": 1, "unique_kills": 1, "redundant": False}
-    assert not [i for ids in runs for i in ids if "::other-gate::" in i and "known_bad" not in i]
+    assert [plan["trace_gates"] for plan in plans] == [["page-bytes"]]  # other-gate imports no mutated file: not run
+    assert not plans[0]["known_bads"]
     assert "gate other-gate: killed 0, unique 0  (ran against no mutant" in result.out
     assert row["known_bads"] == []  # changed lines only: the known-bads are left to a whole run
     assert "score" in result.out and "gate page-bytes: killed 1, unique 1" in result.out
@@ -87,7 +89,7 @@ def test_killed_not_covered_equivalent_stale_and_resume(example: Example, monkey
     def no_run(*args: Any) -> None:
         raise AssertionError("a rerun measured a mutant again")
 
-    monkeypatch.setattr(mutate.Runner, "run", no_run)
+    monkeypatch.setattr(mutate.Sessions, "judge", no_run)
     again = example.gates("mutate", "--changed-since", "HEAD")
     assert again.code == 0, again.text
     rerun = {m["id"]: m for m in _mutants(json.loads(report_path.read_text(encoding="utf-8")))}
@@ -121,39 +123,56 @@ def test_a_survivor_is_printed_with_its_diff_and_stubs(example: Example) -> None
     assert (strength.score, report["rows"][0]["files"]) == (0.0, [IMPL])
 
 
-def _judge(example: Example, body: str, timeout: float) -> dict[str, Any]:
-    """judge_mutant on a hand-written mutant of the impl whose page_bytes body is ``body``."""
+def _judge(example: Example, source: str, timeout: float) -> dict[str, Any]:
+    """Sessions.judge on one hand-written mutant of the impl (its whole text ``source``), on the line of page_bytes'
+    return, which the gate executes unmutated."""
     config = load_config(example.root)
-    project = Project(config)
-    gate_file = project.gate_file("EXAMPLE-ROW")
-    source = example.read(IMPL).replace("    return 2 * block_size", f"    {body}\n    return 2 * block_size")
-    runner = mutate.Runner(config, example.root / "work", 0)
-    mutant = Mutant(IMPL, 8, "hand", 0, source, "", "f" * 64)
-    return mutate.judge_mutant(runner, "gates/rows/example/gate.yaml", gate_file, mutant, ["page-bytes"],
-                               {"page-bytes": {"fp16-page"}}, timeout)
+    gate_file = Project(config).gate_file("EXAMPLE-ROW")
+    line = example.line("    return 2 * block_size", relative=IMPL)
+    judged: list[dict[str, Any]] = []
+    (example.root / "work").mkdir()
+    sessions = mutate.Sessions(config, example.root / "work", 0)
+    first = sessions.judge("EXAMPLE-ROW", "gates/rows/example/gate.yaml", [IMPL], [Mutant(IMPL, line, "hand", 0, source, "", "f" * 64)],
+                           ["page-bytes"], False, timeout, lambda mutant, outcome: judged.append(outcome))
+    assert first["passing"]["page-bytes"] and first["known_bads"] == []
+    [outcome] = judged
+    return outcome
+
+
+def _body(example: Example, body: str) -> str:
+    return example.read(IMPL).replace("    return 2 * block_size", f"    {body}\n    return 2 * block_size")
 
 
 def test_an_exiting_mutant_is_killed_by_the_gate_that_reports_it(example: Example) -> None:
-    (example.root / "work").mkdir()
-    assert _judge(example, "import os; os._exit(0)", 30)["killed_by"] == {"gate": "page-bytes", "item": "fp16-page"}
+    killed = _judge(example, _body(example, "import os; os._exit(0)"), 30)
+    assert killed["status"] == "killed" and killed["killed_by"]["gate"] == "page-bytes" and killed["killed_by"]["item"] == "fp16-page"
+    assert "exit" in killed["killed_by"]["detail"], killed
 
 
-def test_a_hanging_mutant_times_out(example: Example) -> None:
+def test_a_hanging_mutant_times_out_and_the_next_session_judges_the_rest(example: Example) -> None:
+    config = load_config(example.root)
+    gate_file = Project(config).gate_file("EXAMPLE-ROW")
+    line = example.line("    return 2 * block_size", relative=IMPL)
+    hanging = Mutant(IMPL, line, "hand", 0, _body(example, "while True: pass"), "", "1" * 64)
+    dropped = Mutant(IMPL, line, "hand", 1, example.read(IMPL).replace("    return 2 * block_size", "    return None  #"), "", "2" * 64)
+    judged: dict[int, dict[str, Any]] = {}
     (example.root / "work").mkdir()
-    judged = _judge(example, "while True: pass", 3)
-    assert judged["status"] == "timed_out" and judged["killed_by"] is None
+    sessions = mutate.Sessions(config, example.root / "work", 0)
+    sessions.judge("EXAMPLE-ROW", "gates/rows/example/gate.yaml", [IMPL], [hanging, dropped], ["page-bytes"], False, 3,
+                   lambda mutant, outcome: judged.setdefault(mutant.index, outcome))
+    assert judged[0]["status"] == "timed_out" and judged[0]["killed_by"] is None
+    assert judged[1]["status"] == "killed"  # judged by a second session, which reused the first pass
+    assert len(list((example.root / "work").rglob("baseline.json"))) == 1
 
 
 def test_a_mutant_that_does_not_import_is_not_compiling(example: Example) -> None:
-    (example.root / "work").mkdir()
-    example.write(IMPL, example.read(IMPL) + "\nraise ImportError('mutated module-level code')\n")
-    config = load_config(example.root)
-    gate_file = Project(config).gate_file("EXAMPLE-ROW")
-    mutant = Mutant(IMPL, 1, "hand", 0, example.read(IMPL), "", "e" * 64)
-    example.write(IMPL, example.read(IMPL).replace("\nraise ImportError('mutated module-level code')\n", ""))
-    judged = mutate.judge_mutant(mutate.Runner(config, example.root / "work", 0), "gates/rows/example/gate.yaml",
-                                 gate_file, mutant, ["page-bytes"], {"page-bytes": {"fp16-page"}}, 30)
-    assert judged["status"] == "not_compiling"
+    judged = _judge(example, example.read(IMPL) + "\nraise ImportError('mutated module-level code')\n", 30)
+    assert judged["status"] == "not_compiling" and judged["killed_by"] is None
+
+
+def test_a_mutant_no_item_tells_apart_survives(example: Example) -> None:
+    survived = _judge(example, _body(example, "_unused = 1"), 30)
+    assert survived["status"] == "survived" and survived["gates_run"] == ["page-bytes"] and survived["killing_gates"] == []
 
 
 def test_usage_errors_name_the_flag(example: Example) -> None:
@@ -218,7 +237,9 @@ def test_a_whole_run_lists_each_known_bad_with_the_item_that_rejected_it(example
     result = example.gates("mutate", "--max-mutants", "1", "--json", "out/m.json")
     row = json.loads((example.root / "out" / "m.json").read_text(encoding="utf-8"))["rows"][0]
     assert result.code == 0 and row["generated"] == 1
-    assert [(k["name"], k["killed_by"]) for k in row["known_bads"]] == [
-        (name, {"gate": "page-bytes", "item": f"known_bad[{name}]"})
-        for name in ("drops-factor-two", "wrong-for-big-heads", "accepts-negative")]
-    assert "known-bad page-bytes/accepts-negative: rejected by page-bytes known_bad[accepts-negative]" in result.out
+    # each known-bad with the case (or the properties' example) that rejected it first, and what that check said
+    assert [(k["name"], k["killed_by"]["gate"], k["killed_by"]["item"]) for k in row["known_bads"]] == [
+        ("drops-factor-two", "page-bytes", "fp16-page"), ("wrong-for-big-heads", "page-bytes", "negative-heads"),
+        ("accepts-negative", "page-bytes", "negative-heads")]
+    assert all(k["killed_by"]["detail"] for k in row["known_bads"])
+    assert "known-bad page-bytes/accepts-negative: rejected by page-bytes negative-heads" in result.out

@@ -66,6 +66,8 @@ def test_compat_functions_and_entry_on_oldest_and_installed_pytest(tmp_path, req
     junit = found["junit"]
     assert junit["with"] == {"exit": 0, "writer_found": True} and junit["without"] == {"exit": 0, "writer_found": False}
     assert 'name="test_one"' in junit["xml"] and 'name="probe"' in junit["xml"] and "claim not met" in junit["xml"], junit["xml"]
+    # the second of three runs fails: each run really runs the test again, and reports setup, call and teardown
+    assert found["run_again"] == {"test_counts": [["passed"] * 3, ["passed", "failed", "passed"], ["passed"] * 3]}
     assert found["entry"] == {"unrelated": {"exit": 5, "refused": False, "engine": False},
                               "configured": {"exit": 4, "refused": True, "engine": True}}
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from vllm_gates import Call
-from impl.distributed.parallel_layout import ParallelDims
 
 
 def impl_dims_kind(data: Mapping[str, Any]) -> Call:
-    """``(ParallelDims(**dims), kind)`` for group_ranks and the every-rank adapter."""
+    """``(ParallelDims(**dims), kind)`` for group_ranks and the every-rank adapter. The impl is imported here, not
+    by the module, so the oracle's worker, which imports this module for its builder, never loads it."""
+    from impl.distributed.parallel_layout import ParallelDims
+
     return Call(args=(ParallelDims(**data["dims"]), data["kind"]))
 
 

@@ -9,14 +9,16 @@ import math
 from typing import Any, Mapping
 
 from vllm_gates import Call
-from impl.distributed.parallel_layout import ParallelDims
 
 _RANK_AXES = ("external_dp", "dp", "pp", "pcp", "tp")
 """The sizes whose product is the world; dcp splits TP groups and adds no ranks."""
 
 
 def impl_layouts(data: Mapping[str, Any]) -> Call:
-    """``([ParallelDims, ...],)`` for the prediction adapter."""
+    """``([ParallelDims, ...],)`` for the prediction adapter (the impl imported here: the oracle's worker, which
+    imports this module for its builder, never loads it)."""
+    from impl.distributed.parallel_layout import ParallelDims
+
     return Call(args=([ParallelDims(**dims) for dims in data["layouts"]],))
 
 

@@ -1,0 +1,194 @@
+"""The warm session of `gates mutate` (issue 28 items 1-4, docs/mutation.md): one pytest session of a row's gate file
+judges the unmutated gates once, then every mutant in turn with the items it collected once, restarting only the
+workers that imported a mutated file (mutate_hook notes which did).
+
+Loaded with `-p _vllm_gates.mutate_session` by mutate.py, which writes the plan (the file VLLM_GATES_MUTATION_PLAN
+names) and reads the events this session appends, one JSON object a line, so that it can stop a session stuck on one
+mutant and start another for the rest. Nothing here runs judged code: the workers do.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _vllm_gates.items import RECORD, CaseItem, GateItem, ItemKind
+from _vllm_gates.mutate_hook import PLAN_VARIABLE, hook_errors
+from _vllm_gates.plugin import gate_run
+from _vllm_gates.pytest_compat import run_again
+from _vllm_gates.worker_pool import WorkerPool
+
+DETAIL_CHARS = 400  # of a killing item's failure text kept in the report
+
+
+class HookFailed(Exception):
+    """A worker could not apply the control file: the session stops, since an unapplied mutant would look survived."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One item's run: passed, failed (a failure or an error in any phase) or skipped; what it said when it failed."""
+
+    status: str
+    detail: str = ""
+
+
+@dataclass
+class Session:
+    """What this session judges, and the files it talks through."""
+
+    plan: dict[str, Any]
+    pool: WorkerPool
+    by_gate: dict[str, list[GateItem]] = field(default_factory=dict)  # case and properties items, in file order
+    known_bads: list[GateItem] = field(default_factory=list)
+
+    def event(self, **fields: Any) -> None:
+        with open(self.plan["events"], "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(fields) + "\n")
+
+    def control(self, mutant: dict[str, str] | None = None, trace: str | None = None) -> None:
+        """What workers apply from their next import of a watched file on; those that imported one already hold its
+        text as it was, and are ended now (a worker that never imports one, an oracle's, is kept)."""
+        text = json.dumps({"watch": self.plan["watch"], "touched": self.plan["touched"], "mutant": mutant, "trace": trace})
+        temporary = self.plan["control"] + ".new"
+        Path(temporary).write_text(text, encoding="utf-8")
+        os.replace(temporary, self.plan["control"])
+        touched = Path(self.plan["touched"])
+        pids = {int(line.split("\t", 1)[0]) for line in touched.read_text(encoding="utf-8").splitlines() if line} \
+            if touched.exists() else set()
+        for key, worker in list(self.pool.workers.items()):
+            if worker.pid in pids:
+                self.pool.discard(key)
+        touched.write_text("", encoding="utf-8")
+        self.pool.refused.clear()  # a mutant that did not import refused its workers' first check: not the next one
+
+    def check_hook(self) -> None:
+        errors = Path(hook_errors(self.plan["control"]))
+        if errors.exists():
+            raise HookFailed(errors.read_text(encoding="utf-8").strip()[:2000])
+
+
+def outcome(item: GateItem) -> Outcome:
+    """Run ``item`` once more: failed when any phase failed (the first failure's text), skipped, else passed."""
+    reports = run_again(item)
+    failed = next((r for r in reports if r.failed), None)
+    if failed is not None:
+        return Outcome("failed", failed.longreprtext.strip()[:DETAIL_CHARS])
+    return Outcome("skipped" if any(r.skipped for r in reports) else "passed")
+
+
+def first_pass(session: Session, work: Path) -> dict[str, Any]:
+    """Each traced gate's items unmutated, with the lines of the watched files its workers execute; then the
+    known-bads, each with the item that rejected it."""
+    passing: dict[str, list[str]] = {}
+    failing: dict[str, list[str]] = {}
+    reached: dict[str, list[tuple[str, int]]] = {}
+    for number, gate in enumerate(g for g in session.by_gate if g in session.plan["trace_gates"]):
+        clock = time.monotonic()
+        lines = work / f"lines-{number}.txt"
+        session.control(trace=str(lines))
+        outcomes = {item.name: outcome(item) for item in session.by_gate[gate]}
+        session.check_hook()
+        passing[gate] = [name for name, found in outcomes.items() if found.status == "passed"]
+        failing[gate] = [name for name, found in outcomes.items() if found.status == "failed"]
+        text = lines.read_text(encoding="utf-8") if lines.exists() else ""
+        reached[gate] = sorted({(path, int(line)) for path, line in (entry.split("\t") for entry in text.splitlines())})
+        session.event(event="first-pass", gate=gate, seconds=round(time.monotonic() - clock, 3))
+    session.control()
+    known = []
+    for item in session.known_bads if session.plan["known_bads"] else []:
+        found = outcome(item)
+        record = item.stash.get(RECORD, None)
+        rejected = found.status == "passed" and record is not None
+        known.append({"gate": item.identity.gate, "name": item.name.removeprefix("known_bad[").removesuffix("]"),
+                      "outcome": found.status,
+                      "killed_by": {"gate": item.identity.gate, "item": record.rejected_item or item.name,
+                                    "detail": record.rejected_by[:DETAIL_CHARS]} if rejected else None})
+    return {"passing": passing, "failing": {g: names for g, names in failing.items() if names}, "reached": reached,
+            "known_bads": known}
+
+
+def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) -> dict[str, Any]:
+    """The mutant against the items that passed unmutated, of the gates that executed its line: each gate stops at its
+    first failing item. Killed when one fails, not_compiling when importing the mutated module raised."""
+    where = [mutant["path"], mutant["line"]]
+    gates = [g for g in session.by_gate if where in [list(w) for w in baseline["reached"].get(g, [])]
+             and baseline["passing"].get(g)]
+    if not gates:
+        return {"status": "not_covered", "killed_by": None, "killing_gates": [], "gates_run": []}
+    Path(mutant["failed"]).unlink(missing_ok=True)
+    session.control(mutant={"path": mutant["path"], "source": mutant["source"], "failed": mutant["failed"]})
+    failures: list[tuple[str, str, str]] = []
+    spent: dict[str, float] = {}
+    for gate in gates:
+        clock = time.monotonic()
+        for item in (i for i in session.by_gate[gate] if i.name in baseline["passing"][gate]):
+            found = outcome(item)
+            if found.status == "failed":
+                failures.append((gate, item.name, found.detail))
+                break
+        spent[gate] = round(time.monotonic() - clock, 3)
+        if os.path.exists(mutant["failed"]):
+            break
+    session.check_hook()
+    session.event(event="gate-seconds", id=mutant["id"], seconds=spent)
+    if os.path.exists(mutant["failed"]):
+        return {"status": "not_compiling", "killed_by": None, "killing_gates": [], "gates_run": gates}
+    if not failures:
+        return {"status": "survived", "killed_by": None, "killing_gates": [], "gates_run": gates}
+    gate, name, detail = failures[0]
+    return {"status": "killed", "killed_by": {"gate": gate, "item": name, "detail": detail},
+            "killing_gates": [g for g, _, _ in failures], "gates_run": gates}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """Instead of running each item once: the first pass (or the one an earlier session saved), then each mutant."""
+    path = os.environ.get(PLAN_VARIABLE)
+    run = gate_run(session.config)
+    if not path or run is None:
+        return None
+    plan = json.loads(Path(path).read_text(encoding="utf-8"))
+    run.items_left.clear()  # no worker is retired as a file's items end: they run again and again
+    state = Session(plan, run.pool)
+    broken = [item for item in session.items if isinstance(item, GateItem) and item.identity.kind == ItemKind.DEFINITION]
+    if broken:
+        state.event(event="error", message="the gate file does not load unmutated: " + "; ".join(
+            str(problem) for item in broken for problem in getattr(item, "problems", []))[:2000])
+        return True
+    for item in session.items:
+        if isinstance(item, CaseItem):  # no calls sent ahead: a gate stops at its first failing item, leaving them unclaimed
+            item.run_of = ((), 0)
+        if isinstance(item, GateItem) and item.identity.kind in (ItemKind.CASE, ItemKind.PROPERTIES):
+            state.by_gate.setdefault(item.identity.gate, []).append(item)
+        elif isinstance(item, GateItem) and item.identity.kind == ItemKind.KNOWN_BAD:
+            state.known_bads.append(item)
+    try:
+        state.check_hook()
+        baseline_file = Path(plan["baseline"])
+        if baseline_file.exists():
+            baseline = json.loads(baseline_file.read_text(encoding="utf-8"))
+        else:
+            baseline = first_pass(state, Path(plan["work"]))
+            if not any(baseline["passing"].values()):
+                state.event(event="error", message=f"no item of the gates {plan['trace_gates']} passes unmutated: "
+                                                   f"no mutant can be judged")
+                return True
+            baseline_file.with_suffix(".new").write_text(json.dumps(baseline), encoding="utf-8")
+            os.replace(baseline_file.with_suffix(".new"), baseline_file)
+        state.event(event="first-pass-done")
+        for mutant in plan["mutants"]:
+            state.event(event="start", id=mutant["id"])
+            clock = time.monotonic()
+            result = judge(state, baseline, mutant)
+            state.event(event="done", id=mutant["id"], **result, seconds=round(time.monotonic() - clock, 3))
+    except HookFailed as failed:
+        state.event(event="error", message=f"the mutation hook failed in a worker: {failed}")
+        return True
+    state.event(event="end")
+    return True
