@@ -155,8 +155,6 @@ class Sessions:
                     if kind == "first-pass":
                         deadline = time.monotonic() + first_pass
                         self.first_pass_seconds += event["seconds"]
-                    elif kind == "gate-seconds":
-                        pass
                     elif kind == "start":
                         current, deadline = event["id"], time.monotonic() + timeout
                     elif kind == "done":

@@ -243,3 +243,32 @@ def test_a_whole_run_lists_each_known_bad_with_the_item_that_rejected_it(example
         ("accepts-negative", "page-bytes", "negative-heads")]
     assert all(k["killed_by"]["detail"] for k in row["known_bads"])
     assert "known-bad page-bytes/accepts-negative: rejected by page-bytes negative-heads" in result.out
+
+
+def test_each_mutant_gets_a_new_impl_worker_and_the_oracle_answers_once(example: Example) -> None:
+    """The impl's worker is new for each mutant (it imported the mutated file); the oracle is asked only in the first
+    pass: the mutants reuse its answers (the gate's oracle memo), so its worker is never restarted for them."""
+    log = example.root / "pids.txt"
+    example.edit("def counted_page_bytes(block_size: int, heads: int, head_size: int, dtype_bytes: int) -> int:\n",
+                 "def counted_page_bytes(block_size: int, heads: int, head_size: int, dtype_bytes: int) -> int:\n"
+                 f"    import os; open({str(log)!r}, 'a').write(f'oracle {{os.getpid()}}\\n')\n", "example_row/oracle.py")
+    marker = f"    import os; open({str(log)!r}, 'a').write(f'impl {{os.getpid()}}\\n')\n"
+    line = example.line("    return 2 * block_size", relative=IMPL)
+    sources = [_body(example, f"_unused = {n}").replace("    return 2 * block_size", marker + "    return 2 * block_size", 1)
+               for n in range(3)]
+    config = load_config(example.root)
+    (example.root / "work").mkdir()
+    judged: list[dict[str, Any]] = []
+    mutate.Sessions(config, example.root / "work", 0).judge(
+        "EXAMPLE-ROW", "gates/rows/example/gate.yaml", [IMPL], [Mutant(IMPL, line, "hand", n, text, "", str(n) * 64)
+                                                                for n, text in enumerate(sources)],
+        ["page-bytes"], False, 30, lambda mutant, outcome: judged.append(outcome))
+    assert [outcome["status"] for outcome in judged] == ["survived"] * 3
+    seen: dict[str, set[str]] = {}
+    for role, pid in (line.split() for line in log.read_text(encoding="utf-8").splitlines()):
+        seen.setdefault(role, set()).add(pid)
+    calls = [line.split()[0] for line in log.read_text(encoding="utf-8").splitlines()]
+    assert len(seen["impl"]) == 3 and len(seen["oracle"]) == 1, seen  # the unmutated impl never logs (no marker)
+    # the impl reaches the marker in each mutant's fp16-page case and 50 examples (negative-heads raises before it);
+    # the oracle answers only in the first pass (3 x 50 more otherwise)
+    assert calls.count("impl") == 3 * 51 and calls.count("oracle") <= 52, (calls.count("impl"), calls.count("oracle"))
