@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from _vllm_gates import mutate_hook
 from _vllm_gates.config import Config
+from _vllm_gates.implementations import PYTHON
 from _vllm_gates.model import GateFile
 from _vllm_gates.mutate_operators import Mutant, mutants
 from _vllm_gates.mutate_report import (EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
@@ -97,35 +98,46 @@ class Sessions:
         (work / "hook").mkdir()
         (work / "hook" / "sitecustomize.py").write_text(mutate_hook.SITECUSTOMIZE, encoding="utf-8")
 
-    def judge(self, row: str, gate_path: str, files: list[str], chosen: list[Mutant], trace_gates: list[str],
-              known_bads: bool, timeout: float, found: Callable[[Mutant, dict[str, Any]], None]) -> dict[str, Any]:
-        """The first pass (unmutated items, lines reached, known-bads) and each mutant's result, handed to ``found``
-        as it comes; returns the first pass."""
+    def folder(self, row: str) -> Path:
+        """The row's working folder (plan, events, first pass, mutants' texts), made on first use."""
         folder = self.work / re.sub(r"[^\w.-]", "_", row)
-        (folder / "mutants").mkdir(parents=True)
-        real = {f: os.path.realpath(self.config.root / f) for f in files}
+        (folder / "mutants").mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def python_specs(self, row: str, files: list[str], chosen: list[Mutant]) -> list[dict[str, Any]]:
+        """What the session needs of each Python mutant: the real path of its file, its line, its text (a file)."""
+        folder = self.folder(row)
         specs = []
         for number, mutant in enumerate(chosen):
             source = folder / "mutants" / f"{number}.py"
             source.write_text(mutant.source, encoding="utf-8")
-            specs.append({"id": mutant.id(row), "path": real[mutant.file], "line": mutant.line, "source": str(source),
-                          "failed": str(folder / "mutants" / f"{number}.failed")})
+            specs.append({"id": mutant.id(row), "path": os.path.realpath(self.config.root / mutant.file),
+                          "line": mutant.line, "source": str(source), "failed": str(folder / "mutants" / f"{number}.failed")})
+        return specs
+
+    def judge(self, row: str, gate_path: str, watch: list[str], specs: list[dict[str, Any]], chosen: list[Mutant],
+              trace_gates: list[str], known_bads: bool, timeout: float, found: Callable[[Mutant, dict[str, Any]], None],
+              impl: str = PYTHON) -> dict[str, Any]:
+        """The first pass (unmutated items, lines reached, known-bads) and each mutant's result, handed to ``found``
+        as it comes; returns the first pass. ``watch``: the files whose importing workers restart between mutants."""
+        folder = self.folder(row)
+        real = {f: os.path.realpath(self.config.root / f) for f in watch}
         by_id = {mutant.id(row): mutant for mutant in chosen}
         plan = {"work": str(folder), "control": str(folder / "control.json"), "touched": str(folder / "touched.txt"),
                 "watch": sorted(set(real.values())), "baseline": str(folder / "baseline.json"), "events": str(folder / "events.jsonl"),
-                "trace_gates": trace_gates, "known_bads": known_bads}
+                "trace_gates": trace_gates, "known_bads": known_bads, "external": impl != PYTHON}
         (folder / "control.json").write_text(json.dumps({"watch": plan["watch"], "touched": plan["touched"],
                                                           "mutant": None, "trace": None}), encoding="utf-8")
         left = specs
         while True:
-            stuck = self._session(gate_path, folder, {**plan, "mutants": left}, timeout, by_id, found)
+            stuck = self._session(gate_path, folder, {**plan, "mutants": left}, timeout, by_id, found, impl)
             if stuck is None:
                 return json.loads((folder / "baseline.json").read_text(encoding="utf-8"))
             found(by_id[stuck], {"status": "timed_out", "killed_by": None, "killing_gates": []})
             left = left[[spec["id"] for spec in left].index(stuck) + 1:]
 
     def _session(self, gate_path: str, folder: Path, plan: dict[str, Any], timeout: float, by_id: dict[str, Mutant],
-                 found: Callable[[Mutant, dict[str, Any]], None]) -> str | None:
+                 found: Callable[[Mutant, dict[str, Any]], None], impl: str) -> str | None:
         """One session over ``plan``'s mutants; the id of the mutant it was stopped on, or None when it judged all."""
         (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
         events = folder / "events.jsonl"
@@ -135,7 +147,7 @@ class Sessions:
                    PYTHONPATH=os.pathsep.join(filter(None, [str(self.work / "hook"), env.get("PYTHONPATH")])))
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--assert=plain", "-p", "_vllm_gates.mutate_session",
                    "--rootdir", str(self.config.root), "--hypothesis-profile", mutate_hook.PROFILE,
-                   "--hypothesis-seed", str(self.seed), gate_path]
+                   "--hypothesis-seed", str(self.seed), "--gates-impl", impl, gate_path]
         log = folder / "session.log"
         with open(log, "wb") as output:
             process = subprocess.Popen(command, cwd=self.config.root, env=env, stdout=output, stderr=subprocess.STDOUT,
@@ -277,8 +289,8 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
 
     left = [m for m in chosen if m.id(row) not in outcomes]
     if left:
-        first = sessions.judge(row, shown, files, left, _traced_gates(config, gate_file, {m.file for m in left}),
-                               changed is None, options.timeout, judged)
+        first = sessions.judge(row, shown, files, sessions.python_specs(row, files, left), left,
+                               _traced_gates(config, gate_file, {m.file for m in left}), changed is None, options.timeout, judged)
         report.unmutated_failures = first["failing"]
         report.known_bads = first["known_bads"]
     else:  # nothing to run: no session

@@ -88,10 +88,12 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
     passing: dict[str, list[str]] = {}
     failing: dict[str, list[str]] = {}
     reached: dict[str, list[tuple[str, int]]] = {}
+    traced = not session.plan.get("external")  # an external implementation's lines are not traced: mutants name their gates
     for number, gate in enumerate(g for g in session.by_gate if g in session.plan["trace_gates"]):
         clock = time.monotonic()
         lines = work / f"lines-{number}.txt"
-        session.control(trace=str(lines))
+        if traced:
+            session.control(trace=str(lines))
         outcomes = {item.name: outcome(item) for item in session.by_gate[gate]}
         session.check_hook()
         passing[gate] = [name for name, found in outcomes.items() if found.status == "passed"]
@@ -99,7 +101,8 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
         text = lines.read_text(encoding="utf-8") if lines.exists() else ""
         reached[gate] = sorted({(path, int(line)) for path, line in (entry.split("\t") for entry in text.splitlines())})
         session.event(event="first-pass", gate=gate, seconds=round(time.monotonic() - clock, 3))
-    session.control()
+    if traced:
+        session.control()
     known = []
     for item in session.known_bads if session.plan["known_bads"] else []:
         found = outcome(item)
@@ -114,15 +117,22 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
 
 
 def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) -> dict[str, Any]:
-    """The mutant against the items that passed unmutated, of the gates that executed its line: each gate stops at its
-    first failing item. Killed when one fails, not_compiling when importing the mutated module raised."""
-    where = [mutant["path"], mutant["line"]]
-    gates = [g for g in session.by_gate if where in [list(w) for w in baseline["reached"].get(g, [])]
-             and baseline["passing"].get(g)]
+    """The mutant against the items that passed unmutated, of the gates that executed its line (an external
+    implementation's mutant names the gates that can reach it): each gate stops at its first failing item. Killed
+    when one fails, not_compiling when importing the mutated module raised."""
+    if "binary" in mutant:
+        gates = [g for g in session.by_gate if g in mutant["gates"] and baseline["passing"].get(g)]
+    else:
+        where = [mutant["path"], mutant["line"]]
+        gates = [g for g in session.by_gate if where in [list(w) for w in baseline["reached"].get(g, [])]
+                 and baseline["passing"].get(g)]
     if not gates:
         return {"status": "not_covered", "killed_by": None, "killing_gates": [], "gates_run": []}
-    Path(mutant["failed"]).unlink(missing_ok=True)
-    session.control(mutant={"path": mutant["path"], "source": mutant["source"], "failed": mutant["failed"]})
+    if "binary" in mutant:
+        session.pool.use_external((mutant["binary"],))
+    else:
+        Path(mutant["failed"]).unlink(missing_ok=True)
+        session.control(mutant={"path": mutant["path"], "source": mutant["source"], "failed": mutant["failed"]})
     failures: list[tuple[str, str, str]] = []
     for gate in gates:
         for item in (i for i in session.by_gate[gate] if i.name in baseline["passing"][gate]):
@@ -130,10 +140,10 @@ def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) ->
             if found.status == "failed":
                 failures.append((gate, item.name, found.detail))
                 break
-        if os.path.exists(mutant["failed"]):
+        if "failed" in mutant and os.path.exists(mutant["failed"]):
             break
     session.check_hook()
-    if os.path.exists(mutant["failed"]):
+    if "failed" in mutant and os.path.exists(mutant["failed"]):
         return {"status": "not_compiling", "killed_by": None, "killing_gates": [], "gates_run": gates}
     if not failures:
         return {"status": "survived", "killed_by": None, "killing_gates": [], "gates_run": gates}

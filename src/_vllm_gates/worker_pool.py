@@ -370,6 +370,17 @@ class WorkerPool:
             return self._external
         return self.spawner()
 
+    def use_external(self, command: tuple[str, ...]) -> None:
+        """Answer the impl role with another external command from now on (`gates mutate --impl cpp`: a mutant's
+        build); the impl workers running are ended, and no earlier refusal of a first check is kept."""
+        self.spec = replace(self.spec, external=command)
+        if self._external is not None:
+            self._external.close()
+            self._external = None
+        for key in [k for k in self.workers if k[1] == "impl"]:
+            self.discard(key)
+        self.refused.clear()
+
     def worker(self, key: tuple[str, str]) -> WorkerProcess:
         """The running worker for ``key``, started (and its first check answered) if there is none."""
         found = self._start(key)
