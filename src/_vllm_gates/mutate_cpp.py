@@ -102,7 +102,7 @@ class _Analysis:
         self.text = text
         self.toks = toks = tokens(text)
         self.match = _matching(toks)
-        self.templates = _template_angles(toks, self.match)
+        self.templates, self.angles = _template_angles(toks, self.match)
         self.scopes: list[_Scope] = []  # the scope each token is in (innermost)
         self.opened: dict[int, _Scope] = {}
         self.skip: set[int] = set()  # tokens no mutant touches: static_assert(...), case labels, template arguments
@@ -127,8 +127,8 @@ class _Analysis:
                 while j < len(toks) and toks[j].text not in (":", ";", "{"):
                     j += 1
                 self.skip.update(range(i, j + 1))
-            elif i in self.templates and tok.text == "<" and i in self.match:
-                self.skip.update(range(i, self.match[i] + 1))
+            elif i in self.angles:
+                self.skip.update(range(i, self.angles[i] + 1))  # template arguments are types and constants
         if stack and len(self.scopes) < len(toks):  # pragma: no cover - every token got a scope above
             self.scopes.extend([stack[-1]] * (len(toks) - len(self.scopes)))
 
@@ -258,7 +258,7 @@ class _Analysis:
         toks = self.toks
         text = tok.text
         if tok.kind == "punct":
-            if text in _COMPOUND and not (text in ("+=",) and self._stringy(i)):
+            if text in _COMPOUND and not (text == "+=" and (self._stringy(i) or toks[i + 1].kind == "char")):
                 yield _Splice(tok.start, tok.end, _COMPOUND[text], f"arith {text} -> {_COMPOUND[text]}")
             elif text in _ARITH and self._binary(i):
                 if text == "*" and self._declarator(i):
@@ -503,10 +503,12 @@ _TEMPLATE_STOP = {";", "{", "}", "&&", "||", "==", "!=", "<=", ">=", "?", "=", "
 _AFTER_TEMPLATE = {"(", ")", "::", "{", "}", ">", ">>", ",", ";", "&", "&&", "*", "...", "[", "="}
 
 
-def _template_angles(toks: list[Token], match: dict[int, int]) -> set[int]:
-    """The indices of `<` and `>`/`>>` tokens that are template brackets: a `<` after `template` or after a name,
-    closed by a `>` before anything only an expression has (`;`, `&&`, `==`, ...), followed by what may follow a type."""
+def _template_angles(toks: list[Token], match: dict[int, int]) -> tuple[set[int], dict[int, int]]:
+    """The indices of `<` and `>`/`>>` tokens that are template brackets (a `<` after `template` or after a name,
+    closed by a `>` before anything only an expression has (`;`, `&&`, `==`, ...), followed by what may follow a
+    type), and each outermost such `<` -> its closing token."""
     marked: set[int] = set()
+    spans: dict[int, int] = {}
     for i, tok in enumerate(toks):
         if tok.text != "<" or i in marked or i == 0:
             continue
@@ -524,7 +526,8 @@ def _template_angles(toks: list[Token], match: dict[int, int]) -> set[int]:
         if before.text == "template" or after is None or after.text in _AFTER_TEMPLATE or after.kind == "ident":
             marked.update(closers)
             marked.update(openers)
-    return marked
+            spans[i] = last
+    return marked, spans
 
 
 def _close_angle(toks: list[Token], match: dict[int, int], i: int) -> tuple[list[int], list[int]] | None:

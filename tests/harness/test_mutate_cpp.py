@@ -94,6 +94,9 @@ struct A { int v; };
 bool operator<(const A& x, const A& y);
 int f(std::vector<int>& items, const A* a, std::ostream& out) {
   std::vector<std::vector<int>> nested;
+  std::array<A, 3> three;
+  std::map<A, std::vector<A>> table;
+  std::string text; text += 'x';
   const char* s = "a + b < 2";
   auto raw = R"x(a * b == 3)x";
   char q = '+';
@@ -113,11 +116,13 @@ def test_comments_literals_directives_templates_and_declarators_are_left_alone()
     touched = {removed for _, removed, _ in found}
     for line in ["#include <vector>", "#define LIMIT (1 + 2 < 3)", "// a < b + 1 in a comment", "/* a == b */",
                  "bool operator<(const A& x, const A& y);", "std::vector<std::vector<int>> nested;",
+                 "std::array<A, 3> three;", "std::map<A, std::vector<A>> table;",
                  "char q = '+';", "int* p = nullptr;", "const A& r = *a;", "A&& moved = A{};",
                  'static_assert(sizeof(int) == 4, "int");', "switch (a->v) { case 3: break; }"]:
         assert line not in touched, (line, [f for f in found if f[1] == line])
     assert {op for op, removed, _ in found if removed.startswith("out <<")} == {"drop statement"}  # no `>>` swap
     assert {op for op, removed, _ in found if removed.startswith(("const char* s", "auto raw"))} == set()
+    assert {op for op, removed, _ in found if removed.startswith("std::string text")} == {"drop statement"}
     last = {(op, added) for op, removed, added in found if removed.startswith("return static_cast")}
     assert ("arith + -> -", "return static_cast<int>(r.v) - std::numeric_limits<int>::max();") in last
     assert all("static_cast<=" not in added and "limits<=" not in added for _, added in last)
