@@ -1,4 +1,4 @@
-"""Mutants of one C++ source text (issue 28 item 6): the operator families of docs/mutation.md applied to tokens
+"""Mutants of one C++ source text (issue 28 item 6, docs/mutation-cpp.md): the operator families applied to tokens
 (cpp_lexer), so comments, literals and preprocessor lines are never touched; deterministic order (line, column,
 operator). Contexts where a swap would not compile or means something else are skipped: template angle brackets,
 `operator<` and friends, pointer and reference declarators, stream `<<`/`>>`, `static_assert`, case labels."""
@@ -102,6 +102,8 @@ class _Analysis:
         self.text = text
         self.toks = toks = tokens(text)
         self.match = _matching(toks)
+        self._openers = {c: o for o, c in self.match.items()}
+        self.inner: list[str] = []  # each token's innermost open bracket: "(", "[", "{" or "" at file level
         self.templates, self.angles = _template_angles(toks, self.match)
         self.scopes: list[_Scope] = []  # the scope each token is in (innermost)
         self.opened: dict[int, _Scope] = {}
@@ -111,8 +113,14 @@ class _Analysis:
     # --- the walk: scopes and skipped regions ---------------------------------------------------------------------
     def _walk(self) -> None:
         stack: list[_Scope] = [_Scope("namespace")]
+        brackets: list[str] = []
         toks = self.toks
         for i, tok in enumerate(toks):
+            self.inner.append(brackets[-1] if brackets else "")
+            if tok.kind == "punct" and i in self.match:
+                brackets.append(tok.text)
+            elif tok.kind == "punct" and i in self._openers and brackets:
+                brackets.pop()
             if tok.text == "{" and tok.kind == "punct":
                 scope = self._scope_of(i, stack)
                 self.opened[i] = scope
@@ -198,14 +206,7 @@ class _Analysis:
         return words
 
     def _opener(self, close: int) -> int | None:
-        return next((o for o, c in self.match.items() if c == close), None) if close not in self._openers else \
-            self._openers[close]
-
-    @property
-    def _openers(self) -> dict[int, int]:
-        if not hasattr(self, "_reverse"):
-            self._reverse = {c: o for o, c in self.match.items()}
-        return self._reverse
+        return self._openers.get(close)
 
     def _qualified_start(self, at: int) -> int:
         """The first token of a qualified name ending at ``at`` (`a::b::c`, `~X`, `operator==`)."""
@@ -226,11 +227,7 @@ class _Analysis:
         j = at - 1
         while j >= 0 and self.toks[j].text not in (")", "}", ";", "{"):
             j -= 1
-        if j >= 0 and self.toks[j].text == ")":
-            return j
-        if j >= 0 and self.toks[j].text == "}" and self._openers.get(j) is not None:
-            return None
-        return None
+        return j if j >= 0 and self.toks[j].text == ")" else None
 
     def _declaration_start(self, at: int) -> int:
         j = at - 1
@@ -343,7 +340,7 @@ class _Analysis:
         inside = self.toks[i + 1:close]
         depth = 0
         for t in inside:
-            depth += t.text in ("(", "[", "{") or (t.text == "<" and False)
+            depth += t.text in ("(", "[", "{")
             depth -= t.text in (")", "]", "}")
             if t.text == "," and depth == 0:
                 return
@@ -387,15 +384,7 @@ class _Analysis:
             return False
         if before == "{" and self.opened.get(i - 1, _Scope("x")).kind not in ("function", "lambda", "other"):
             return False
-        return not self._in_parentheses(i)
-
-    def _in_parentheses(self, i: int) -> bool:
-        for opener, close in self.match.items():
-            if self.toks[opener].text == "(" and opener < i < close:
-                inner = [o for o in self.opened if opener < o < i and self.match.get(o, len(self.toks)) > i]
-                if not inner:
-                    return True
-        return False
+        return self.inner[i] != "("  # a `for (...;...;...)` header holds no statement
 
     def _dropped(self, i: int) -> Iterator[_Splice]:
         """The expression statement (or `throw`) starting at ``i`` replaced by `;`."""
