@@ -137,8 +137,6 @@ class _Analysis:
                 self.skip.update(range(i, j + 1))
             elif i in self.angles:
                 self.skip.update(range(i, self.angles[i] + 1))  # template arguments are types and constants
-        if stack and len(self.scopes) < len(toks):  # pragma: no cover - every token got a scope above
-            self.scopes.extend([stack[-1]] * (len(toks) - len(self.scopes)))
 
     def _scope_of(self, i: int, stack: list[_Scope]) -> _Scope:
         """What the `{` at ``i`` opens, from the tokens before it."""
@@ -283,10 +281,10 @@ class _Analysis:
                 end = self._statement_end(i)
                 if end is not None and not (toks[i + 1].text == "{" and toks[i + 2].text == "}"):
                     yield _Splice(tok.start, toks[end].end, "return {};", "return {}")
-            if self._statement_start(i):
-                yield from self._dropped(i)
         elif tok.kind == "number":
             yield from self._constants(tok)
+        if (tok.kind == "ident" or text in ("++", "--", "*")) and self._statement_start(i):
+            yield from self._dropped(i)
 
     def _operand_end(self, j: int) -> bool:
         if j < 0:

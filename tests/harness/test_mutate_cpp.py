@@ -65,6 +65,8 @@ def body(*statements: str) -> str:
     ("p[a] = b;", "index +1", "p[(a) + 1] = b;"),
     ("p[a] = b;", "index -1", "p[(a) - 1] = b;"),
     ("a = g(b);", "drop statement", ";"),
+    ("++a;", "drop statement", ";"),
+    ("*p = a;", "drop statement", ";"),
     ("throw std::runtime_error(\"no\");", "drop statement", ";"),
     ("return a;", "return {}", "return {};"),
 ])
