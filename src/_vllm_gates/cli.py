@@ -543,7 +543,11 @@ def parser() -> argparse.ArgumentParser:
     mutate = sub.add_parser("mutate", help="mutants of the implementation each row's sources name, run through the gates "
                                            "that reach their line: killed, survived, kill matrix (docs/mutation.md)")
     mutate.add_argument("rows", nargs="*", help="rows to mutate (default: all)")
-    mutate.add_argument("--impl", default="python", help="the implementation to mutate: python (the only one for now)")
+    mutate.add_argument("--impl", default="python", help="the implementation to mutate: python (the in-repo port, default) "
+                        "or an external C++ one (its sources mutated, each mutant built once and cached under "
+                        "build/mutants/IMPL)")
+    mutate.add_argument("--budget", type=float, metavar="S", help="seconds per row for building an external "
+                        "implementation's mutants; the mutants left when it is spent are not judged (reported)")
     mutate.add_argument("--max-mutants", type=int, metavar="N", help="at most N mutants per row, drawn with --seed")
     mutate.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds one mutant's gate run may "
                                                                                    "take before it is timed_out (default: 60)")
@@ -557,18 +561,23 @@ def parser() -> argparse.ArgumentParser:
 
 def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
     """`gates mutate`: its options checked in the user's words, then mutate.run_mutate."""
+    from _vllm_gates.config import implementation_refused
     from _vllm_gates.mutate import Options, run_mutate
     from _vllm_gates.mutate_report import MutationError
 
-    if args.impl != "python":
-        raise UsageError(f"--impl {args.impl}: gates mutate mutates the Python implementation only (python)")
+    refused = implementation_refused(project.config, "--impl", args.impl)
+    if refused:
+        raise UsageError(refused)
+    if args.budget is not None and not args.budget > 0:
+        raise UsageError(f"--budget {args.budget}: must be a positive number of seconds")
     if args.max_mutants is not None and args.max_mutants < 1:
         raise UsageError(f"--max-mutants {args.max_mutants}: must be at least 1")
     if not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout}: must be a positive number of seconds")
     _check_rows(project, args.rows)
     path = Path(args.json) if Path(args.json).is_absolute() else project.config.root / args.json
-    options = Options(tuple(args.rows), args.max_mutants, args.timeout, path, args.changed_since, args.seed)
+    options = Options(tuple(args.rows), args.max_mutants, args.timeout, path, args.changed_since, args.seed, args.impl,
+                      args.budget)
     try:
         return run_mutate(project, options)
     except MutationError as error:

@@ -8,6 +8,7 @@ unmutated fails or errors: a crash, hang or exit counts only as the gate reports
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,15 +18,20 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from _vllm_gates import mutate_hook
 from _vllm_gates.config import Config
+from _vllm_gates.errors import GatesError
 from _vllm_gates.implementations import PYTHON
+from _vllm_gates.mutate_cpp import cpp_mutants
+from _vllm_gates.mutate_cpp_build import MutantBuilds, MutantDoesNotBuild
+from _vllm_gates.mutate_cpp_files import cpp_files_for_row, gates_reaching
 from _vllm_gates.model import GateFile
 from _vllm_gates.mutate_operators import Mutant, mutants
 from _vllm_gates.mutate_report import (EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
@@ -37,9 +43,11 @@ from _vllm_gates.project import Project
 from _vllm_gates.sources import gate_source_files, import_graph
 
 SESSION_END_SECONDS = 10.0  # a session that judged every mutant may take this long to end before it is killed
+DETAIL_CHARS = 400  # of a compiler's refusal kept in the report
 POLL_SECONDS = 0.05  # how often a session's events are read
 FIRST_PASS_FLOOR = 300.0  # seconds the session may take to start and judge one unmutated gate, at least (4 x --timeout)
-ENGINE = "vllm-gates ast operators 1"  # the generator: mutate_operators (docs/mutation.md says why not mutmut/cosmic-ray)
+ENGINE = "vllm-gates ast operators 1"
+CPP_ENGINE = "vllm-gates C++ token operators 1"  # mutate_cpp (docs/mutation-cpp.md)  # the generator: mutate_operators (docs/mutation.md says why not mutmut/cosmic-ray)
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,8 @@ class Options:
     json_path: Path
     changed_since: str | None
     seed: int
+    impl: str = "python"
+    budget: float | None = None  # seconds per row for building an external implementation's mutants (None: no cap)
 
 
 def mutable_files(config: Config, gate_file: GateFile) -> list[str]:
@@ -194,6 +204,23 @@ class Sessions:
             _stop(process)
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops `gates mutate` as Ctrl-C does: the running session (its own process group, which the terminal's
+    signals do not reach) and its workers are ended, and what was measured stays in the report."""
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """The judge first (its lifeline then ends its workers), then whatever is left of its process group."""
     if process.poll() is None:
@@ -229,12 +256,13 @@ def _gates_fingerprint(folder: Path) -> str:
     return _digest([(p.relative_to(folder).as_posix(), p.read_bytes()) for p in files])
 
 
-def _generate(config: Config, row: str, files: list[str], changed: dict[str, set[int]] | None) -> list[Mutant]:
+def _generate(config: Config, row: str, files: list[str], changed: dict[str, set[int]] | None,
+              generator: Callable[[str, str, set[int] | None], list[Mutant]]) -> list[Mutant]:
     found: list[Mutant] = []
     for file in files:
         try:
             text = (config.root / file).read_text(encoding="utf-8")
-            found += mutants(file, text, None if changed is None else changed.get(file, set()))
+            found += generator(file, text, None if changed is None else changed.get(file, set()))
         except SyntaxError as exc:
             raise MutationError(f"row {row}: {file}:{exc.lineno}: does not parse: {exc.msg}") from None
     return found
@@ -257,12 +285,15 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
     if gate_file is None:
         raise MutationError(f"row {row} has no gate file that loads")
     shown = config.relative(project.paths[row]) or str(project.paths[row])
-    files = mutable_files(config, gate_file)
+    external = options.impl != PYTHON
+    files = cpp_files_for_row(config, gate_file) if external else mutable_files(config, gate_file)
     if not files:
         raise MutationError(f"row {row}: its sources {list(gate_file.sources)} name no Python file of the "
-                            f"implementation to mutate (oracle files and the gate files' folder are not mutated)")
+                            f"implementation to mutate (oracle files and the gate files' folder are not mutated)"
+                            if not external else f"row {row}: no source of implementation {options.impl} registers "
+                            f"an operation of its gates")
     changed = changed_lines(config.root, options.changed_since, files) if options.changed_since else None
-    found = _generate(config, row, files, changed)
+    found = _generate(config, row, files, changed, cpp_mutants if external else mutants)
     chosen = _sample(found, options.max_mutants, options.seed)
     folder = _row_folder(config, gate_file)
     report = RowReport(row, sources_fingerprint(config.root, files), _gates_fingerprint(folder),
@@ -288,7 +319,15 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
         save(report)
 
     left = [m for m in chosen if m.id(row) not in outcomes]
-    if left:
+    if left and external:
+        specs = _external_specs(config, gate_file, row, options, left, judged)
+        if specs:
+            built = {spec["id"] for spec in specs}
+            first = sessions.judge(row, shown, [], specs, [m for m in left if m.id(row) in built],
+                                   [g.id for g in gate_file.gates if g.operation], False, options.timeout, judged, options.impl)
+            report.unmutated_failures = first["failing"]
+        report.unjudged = len([m for m in chosen if m.id(row) not in outcomes])
+    elif left:
         first = sessions.judge(row, shown, files, sessions.python_specs(row, files, left), left,
                                _traced_gates(config, gate_file, {m.file for m in left}), changed is None, options.timeout, judged)
         report.unmutated_failures = first["failing"]
@@ -298,6 +337,31 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
     if chosen:
         judged(chosen[0], outcomes[chosen[0].id(row)])
     return report
+
+
+def _external_specs(config: Config, gate_file: GateFile, row: str, options: Options, left: list[Mutant],
+                    judged: Callable[[Mutant, dict[str, Any]], None]) -> list[dict[str, Any]]:
+    """Each mutant of an external implementation built (cached under build/mutants/IMPL); one that does not build is
+    judged not_compiling here. Building stops once --budget seconds are spent: the mutants after are not judged."""
+    implementation = config.implementation(options.impl)
+    assert implementation is not None
+    try:
+        builds = MutantBuilds(config.root, implementation, config.root / "build" / "mutants" / options.impl)
+    except GatesError as error:
+        raise MutationError(f"--impl {options.impl}: {error}") from None
+    clock, specs = time.monotonic(), []
+    for mutant in left:
+        if options.budget is not None and time.monotonic() - clock > options.budget:
+            print(f"{row}: --budget {options.budget:g} s spent building mutants: {len(left) - len(specs)} not judged")
+            break
+        try:
+            binary = builds.binary(mutant)
+        except MutantDoesNotBuild as refused:
+            judged(mutant, {"status": "not_compiling", "killed_by": None, "killing_gates": [],
+                            "detail": str(refused)[-DETAIL_CHARS:]})
+            continue
+        specs.append({"id": mutant.id(row), "binary": str(binary), "gates": gates_reaching(config, gate_file, mutant.file)})
+    return specs
 
 
 def _earlier_report(path: Path) -> dict[str, Any] | None:
@@ -319,7 +383,7 @@ def run_mutate(project: Project, options: Options) -> int:
     earlier = earlier_rows(_earlier_report(options.json_path))
     started, clock = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.monotonic()
     done: list[RowReport] = []
-    meta = {"impl": "python", "engine": ENGINE, "seed": options.seed, "started": started,
+    meta = {"impl": options.impl, "engine": ENGINE if options.impl == PYTHON else CPP_ENGINE, "seed": options.seed, "started": started,
             "changed_since": options.changed_since}
 
     def save(current: RowReport) -> None:
@@ -327,7 +391,7 @@ def run_mutate(project: Project, options: Options) -> int:
         write_report(options.json_path, {**meta, "seconds": round(time.monotonic() - clock, 3)}, rows_now)
 
     gate_files: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="gates-mutate-") as work:
+    with tempfile.TemporaryDirectory(prefix="gates-mutate-") as work, _sigterm_as_interrupt():
         sessions = Sessions(config, Path(work), options.seed)
         for row in rows:
             row_clock = time.monotonic()

@@ -104,6 +104,7 @@ class RowReport:
     known_bads: list[dict[str, Any]] = field(default_factory=list)
     stale_equivalents: list[dict[str, str]] = field(default_factory=list)
     unmutated_failures: dict[str, list[str]] = field(default_factory=dict)  # gate -> items failing with no mutant
+    unjudged: int = 0  # mutants drawn but not judged: the --budget for building them was spent
 
     def counts(self) -> dict[str, int]:
         return {status: sum(1 for m in self.mutants if m["status"] == status) for status in STATUSES}
@@ -129,7 +130,7 @@ class RowReport:
                 "gates_fingerprint": self.gates_fingerprint, "generated": len(self.mutants),
                 **counts, "score": self.score(), "gates": self.kill_matrix(), "mutants": self.mutants,
                 "known_bads": self.known_bads, "stale_equivalents": self.stale_equivalents,
-                "unmutated_failures": self.unmutated_failures}
+                "unmutated_failures": self.unmutated_failures, "unjudged": self.unjudged}
 
 
 def write_report(path: Path, meta: dict[str, Any], rows: list[RowReport]) -> None:
@@ -145,7 +146,8 @@ def summary_lines(row: RowReport, seconds: float) -> list[str]:
     rate = f"{len(row.mutants) / seconds:.2f} mutants/s" if seconds > 0 else ""
     lines = [f"{row.row}: generated {len(row.mutants)}, killed {counts['killed']}, survived {counts['survived']}, "
              f"timed out {counts['timed_out']}, not covered {counts['not_covered']}, equivalent {counts['equivalent']}, "
-             f"not compiling {counts['not_compiling']}; score {shown}; {seconds:.1f} s, {rate}"]
+             f"not compiling {counts['not_compiling']}; score {shown}; {seconds:.1f} s, {rate}"
+             + (f"; {row.unjudged} not judged (--budget spent)" if row.unjudged else "")]
     ran = {gate for mutant in row.mutants for gate in mutant.get("gates_run") or []}
     for gate in row.kill_matrix():
         flag = "  (redundant: kills nothing another gate does not)" if gate["redundant"] else ""

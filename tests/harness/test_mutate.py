@@ -177,7 +177,9 @@ def test_a_mutant_no_item_tells_apart_survives(example: Example) -> None:
 
 
 def test_usage_errors_name_the_flag(example: Example) -> None:
-    assert "--impl cpp" in example.gates("mutate", "--impl", "cpp").err
+    unknown = example.gates("mutate", "--impl", "rust")
+    assert unknown.code == 2 and "--impl rust: unknown implementation (known: python" in unknown.err, unknown.err
+    assert "--budget -1" in example.gates("mutate", "--budget", "-1").err
     assert "--max-mutants 0" in example.gates("mutate", "--max-mutants", "0").err
     example.write("out/run.json", '{"schema": "vllm-gates/report/1"}')  # a run's report, say: never overwritten
     clobber = example.gates("mutate", "--json", "out/run.json")
@@ -273,3 +275,27 @@ def test_each_mutant_gets_a_new_impl_worker_and_the_oracle_answers_once(example:
     # the impl reaches the marker in each mutant's fp16-page case and 50 examples (negative-heads raises before it);
     # the oracle answers only in the first pass (3 x 50 more otherwise)
     assert calls.count("impl") == 3 * 51 and calls.count("oracle") <= 52, (calls.count("impl"), calls.count("oracle"))
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_stopped_run_ends_its_session_and_keeps_what_it_measured(example: Example, signal_name: str) -> None:
+    """Stopping `gates mutate` (kill, Ctrl-C) ends its session and that session's workers, which run in their own
+    process group, and exits 130 (issue 28: an interrupted run keeps what it measured)."""
+    import os
+    import signal
+    import sys
+    import time
+
+    example.edit("    return 2 * block_size", "    import time; time.sleep(60)\n    return 2 * block_size", IMPL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.cli", "mutate", "--timeout", "120", "--json", "out/m.json"],
+                               cwd=example.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(example.root.glob("out/m.json")) and time.monotonic() < deadline:  # written once the row starts
+        time.sleep(0.2)
+    time.sleep(3)  # the session has started and sleeps in the first pass
+    process.send_signal(getattr(signal, signal_name))
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    left = subprocess.run(["pgrep", "-f", str(example.root)], capture_output=True, text=True).stdout.split()
+    assert [pid for pid in left if int(pid) != os.getpid()] == [], "processes of the run were left running"
