@@ -294,7 +294,10 @@ class _Analysis:
             return True
         if tok.kind == "ident":
             return tok.text not in _NOT_OPERAND
-        return tok.text in (")", "]") or (tok.text == ">" and j in self.templates and self.toks[j + 1].text == "(")
+        if tok.text == ")":  # not the condition of `if (p) *p = x;`
+            opener = self._openers.get(j)
+            return not (opener and self.toks[opener - 1].text in _CONTROL)
+        return tok.text == "]" or (tok.text == ">" and j in self.templates and self.toks[j + 1].text == "(")
 
     def _binary(self, i: int) -> bool:
         return self._operand_end(i - 1) and i + 1 < len(self.toks) and (i - 1) not in self.skip
@@ -371,13 +374,17 @@ class _Analysis:
         yield _Splice(start, end, f"!({self.text[start:end]})", "negate condition")
 
     def _statement_start(self, i: int) -> bool:
-        """Token ``i`` begins a statement in a function body: after `;`, `{`, `}` or `else`, not inside parentheses."""
+        """Token ``i`` begins a statement in a function body: after `;`, `{`, `}`, `else` or an `if (...)`-like
+        condition, not inside parentheses."""
         toks = self.toks
         if self.scopes[i].kind not in ("function", "lambda", "other") or i == 0:
             return False
         before = toks[i - 1].text
         if before == "else":
             return True
+        if before == ")":  # the body of `if (c) x = 1;` without braces
+            opener = self._openers.get(i - 1)
+            return bool(opener) and toks[opener - 1].text in _CONTROL and self.inner[i] != "("
         if before not in (";", "{", "}"):
             return False
         if before == "{" and self.opened.get(i - 1, _Scope("x")).kind not in ("function", "lambda", "other"):

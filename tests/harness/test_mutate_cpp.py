@@ -103,6 +103,7 @@ int f(std::vector<int>& items, const A* a, std::ostream& out) {
   auto raw = R"x(a * b == 3)x";
   char q = '+';
   int* p = nullptr;
+  if (p) *p = 2;
   const A& r = *a;
   A&& moved = A{};
   out << s << items.size();
@@ -124,6 +125,8 @@ def test_comments_literals_directives_templates_and_declarators_are_left_alone()
         assert line not in touched, (line, [f for f in found if f[1] == line])
     assert {op for op, removed, _ in found if removed.startswith("out <<")} == {"drop statement"}  # no `>>` swap
     assert {op for op, removed, _ in found if removed.startswith(("const char* s", "auto raw"))} == set()
+    assert {op for op, removed, _ in found if removed == "if (p) *p = 2;"} == {
+        "negate condition", "drop statement", "constant +1", "constant -1", "constant 0"}  # `*p` is no product
     assert {op for op, removed, _ in found if removed.startswith("std::string text")} == {"drop statement"}
     last = {(op, added) for op, removed, added in found if removed.startswith("return static_cast")}
     assert ("arith + -> -", "return static_cast<int>(r.v) - std::numeric_limits<int>::max();") in last
