@@ -360,7 +360,8 @@ def _external_specs(config: Config, gate_file: GateFile, row: str, options: Opti
             judged(mutant, {"status": "not_compiling", "killed_by": None, "killing_gates": [],
                             "detail": str(refused)[-DETAIL_CHARS:]})
             continue
-        specs.append({"id": mutant.id(row), "binary": str(binary), "gates": gates_reaching(config, gate_file, mutant.file)})
+        specs.append({"id": mutant.id(row), "command": [str(binary), *implementation.command[1:]],
+                      "gates": gates_reaching(config, gate_file, mutant.file)})
     return specs
 
 

@@ -120,7 +120,7 @@ def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) ->
     """The mutant against the items that passed unmutated, of the gates that executed its line (an external
     implementation's mutant names the gates that can reach it): each gate stops at its first failing item. Killed
     when one fails, not_compiling when importing the mutated module raised."""
-    if "binary" in mutant:
+    if "command" in mutant:
         gates = [g for g in session.by_gate if g in mutant["gates"] and baseline["passing"].get(g)]
     else:
         where = [mutant["path"], mutant["line"]]
@@ -128,8 +128,8 @@ def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) ->
                  and baseline["passing"].get(g)]
     if not gates:
         return {"status": "not_covered", "killed_by": None, "killing_gates": [], "gates_run": []}
-    if "binary" in mutant:
-        session.pool.use_external((mutant["binary"],))
+    if "command" in mutant:
+        session.pool.use_external(tuple(mutant["command"]))
     else:
         Path(mutant["failed"]).unlink(missing_ok=True)
         session.control(mutant={"path": mutant["path"], "source": mutant["source"], "failed": mutant["failed"]})
