@@ -1,4 +1,4 @@
-"""Unit tests of impl/distributed/parallel_layout.py: validation, coordinates, StridedRanks, table invariants."""
+"""Unit tests of impl/distributed/parallel_layout.py: validation, StridedRanks, table invariants."""
 from __future__ import annotations
 
 import pytest
