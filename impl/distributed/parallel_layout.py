@@ -55,19 +55,8 @@ class ParallelDims:
         return {kind: _shape_of(self, kind) for kind in GROUP_KINDS}
 
 
-@dataclass(frozen=True)
-class RankCoords:
-    """A rank's index along each axis of the layout."""
-
-    external_dp: int
-    dp: int
-    pp: int
-    pcp: int
-    tp: int
-
-
-def check_rank(dims: ParallelDims, rank: int) -> int:
-    """Return ``rank`` if it is an int rank of the world of ``dims``; raise naming the range otherwise."""
+def check_rank(dims: ParallelDims, rank: int) -> None:
+    """Raise naming the accepted range unless ``rank`` is an int rank of the world of ``dims`` (TP-1.3)."""
     if not isinstance(dims, ParallelDims):
         raise TypeError(f"dims must be a ParallelDims, got {dims!r} ({type(dims).__name__})")
     world = dims.world_size
@@ -75,16 +64,6 @@ def check_rank(dims: ParallelDims, rank: int) -> int:
         raise TypeError(f"rank must be an int in [0, {world - 1}], got {rank!r} ({type(rank).__name__})")
     if not 0 <= rank < world:
         raise ValueError(f"rank={rank} is outside the world of {world} ranks; accepted range [0, {world - 1}]")
-    return rank
-
-
-def rank_coords(dims: ParallelDims, rank: int) -> RankCoords:
-    """Coordinates of ``rank``: rank = (((external_dp*DP + dp)*PP + pp)*PCP + pcp)*TP + tp (TP-1.3)."""
-    rest, tp = divmod(check_rank(dims, rank), dims.tp)
-    rest, pcp = divmod(rest, dims.pcp)
-    rest, pp = divmod(rest, dims.pp)
-    external_dp, dp = divmod(rest, dims.dp)
-    return RankCoords(external_dp=external_dp, dp=dp, pp=pp, pcp=pcp, tp=tp)
 
 
 class StridedRanks(Sequence[int]):
@@ -104,23 +83,7 @@ class StridedRanks(Sequence[int]):
     block_len: int
     step: int
 
-    def __init__(self, start: int, blocks: int, block_stride: int, block_len: int, step: int = 1) -> None:
-        if not (
-            type(start) is int and type(blocks) is int and type(block_stride) is int and type(block_len) is int
-            and type(step) is int and start >= 0 and blocks >= 1 and block_len >= 1 and step >= 1
-            and (block_stride >= block_len * step or (block_stride >= 1 and step >= blocks * block_stride))
-        ):  # the slow path names the field that is wrong
-            check_int("StridedRanks", "start", start, minimum=0)
-            check_int("StridedRanks", "blocks", blocks, minimum=1)
-            check_int("StridedRanks", "block_len", block_len, minimum=1)
-            check_int("StridedRanks", "step", step, minimum=1)
-            if step == 1:
-                check_int("StridedRanks", "block_stride", block_stride, minimum=block_len)
-            check_int("StridedRanks", "block_stride", block_stride, minimum=1)
-            raise ValueError(
-                f"StridedRanks: blocks overlap: block_stride={block_stride} must be >= block_len*step="
-                f"{block_len * step}, or step={step} >= blocks*block_stride={blocks * block_stride}"
-            )
+    def __init__(self, start: int, blocks: int, block_stride: int, block_len: int, step: int) -> None:
         for name, value in (("start", start), ("blocks", blocks), ("block_stride", block_stride),
                             ("block_len", block_len), ("step", step)):
             object.__setattr__(self, name, value)
@@ -151,18 +114,14 @@ class StridedRanks(Sequence[int]):
         step, length = self.step, self.block_len
         if length == 1:
             return iter(range(self.start, stop, self.block_stride))
-        if self.blocks == 1:
-            return iter(range(self.start, self.start + length * step, step))
         starts = range(self.start, stop, self.block_stride)
         return chain.from_iterable(range(s, s + length * step, step) for s in starts)
 
-    def index(self, value: object, start: int = 0, stop: int | None = None) -> int:
-        """Position of ``value`` among the members, in O(1) (like ``list.index`` without start/stop)."""
-        if start != 0 or stop is not None:
-            return super().index(value, start, stop)
+    def index(self, value: object) -> int:  # type: ignore[override]
+        """Position of ``value`` among the members, in O(1) (``list.index`` without start/stop)."""
         if not isinstance(value, bool) and isinstance(value, int):
             rest = value - self.start
-            if self.block_stride >= self.block_len * self.step or self.block_len == 1:  # blocks outside the runs
+            if self.block_stride >= self.block_len * self.step:  # blocks outside the runs
                 block, rest = divmod(rest, self.block_stride)
                 offset, odd = divmod(rest, self.step)
             else:  # runs outside the blocks
@@ -184,9 +143,6 @@ class StridedRanks(Sequence[int]):
             return list(self) == list(other)
         return NotImplemented
 
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
     def __repr__(self) -> str:
         return f"StridedRanks({list(self)})"
 
@@ -197,16 +153,6 @@ class RankGroup:
 
     ranks: StridedRanks
     local_rank: int
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.ranks, StridedRanks):
-            raise TypeError(f"RankGroup.ranks must be a StridedRanks, got {self.ranks!r} ({type(self.ranks).__name__})")
-        if type(self.local_rank) is not int:
-            check_int("RankGroup", "local_rank", self.local_rank, minimum=0)
-        if not 0 <= self.local_rank < len(self.ranks):
-            raise ValueError(
-                f"RankGroup.local_rank must be in [0, {len(self.ranks) - 1}], got {self.local_rank}"
-            )
 
     @property
     def world_size(self) -> int:
@@ -239,34 +185,18 @@ def _shape_of(dims: ParallelDims, kind: str) -> tuple[int, int, int, int]:
         return dims.pp, dims.tp * dims.pcp, 1, 1
     if kind == "dp":  # one rank per dp index, tp*pcp*pp apart
         return dims.dp, dims.tp * dims.pcp * dims.pp, 1, 1
-    if kind == "ep":  # the whole (pcp, tp) block of every dp index, within one pipeline stage
-        return dims.dp, dims.tp * dims.pcp * dims.pp, dims.tp * dims.pcp, 1
-    raise ValueError(f"kind={kind!r} is not a group kind; accepted: {', '.join(GROUP_KINDS)}")
-
-
-_SET_START, _SET_BLOCKS, _SET_BLOCK_STRIDE, _SET_BLOCK_LEN, _SET_STEP = (
-    getattr(StridedRanks, name).__set__ for name in StridedRanks.__slots__)
+    # ep (group_shapes asks only for GROUP_KINDS): the whole (pcp, tp) block of every dp index, within one stage
+    return dims.dp, dims.tp * dims.pcp * dims.pp, dims.tp * dims.pcp, 1
 
 
 def rank_group(dims: ParallelDims, rank: int, kind: str) -> RankGroup:
-    """The ``kind`` group holding ``rank``, from the rank's strides alone, never the table (TP-1.8).
-
-    The group is valid by construction (a shape of ``_shape_of`` and a rank of the world), so its fields are set
-    without the constructors' checks, which are for values from elsewhere."""
-    if type(dims) is not ParallelDims or type(rank) is not int or not 0 <= rank < dims.world_size:
-        check_rank(dims, rank)
+    """The ``kind`` group holding ``rank``, from the rank's strides alone, never the table (TP-1.8)."""
+    check_rank(dims, rank)
     blocks, block_stride, block_len, step = _members(dims, kind)
     block = (rank // block_stride) % blocks
     offset = (rank // step) % block_len
-    ranks = object.__new__(StridedRanks)
-    _SET_START(ranks, rank - block * block_stride - offset * step)
-    _SET_BLOCKS(ranks, blocks)
-    _SET_BLOCK_STRIDE(ranks, block_stride)
-    _SET_BLOCK_LEN(ranks, block_len)
-    _SET_STEP(ranks, step)
-    group = object.__new__(RankGroup)
-    group.__dict__.update(ranks=ranks, local_rank=block * block_len + offset)
-    return group
+    ranks = StridedRanks(rank - block * block_stride - offset * step, blocks, block_stride, block_len, step)
+    return RankGroup(ranks=ranks, local_rank=block * block_len + offset)
 
 
 @lru_cache(maxsize=1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from impl.distributed.parallel_layout import ParallelDims, RankGroup, group_ranks, rank_coords, rank_group
+from impl.distributed.parallel_layout import ParallelDims, RankGroup, group_ranks, rank_group
 
 from ..subjects import every_rank, layout_query
 
@@ -18,7 +18,7 @@ def tp_outermost(dims: ParallelDims, kind: str) -> list[list[int]]:
     others = dims.world_size // dims.tp
 
     def relabel(rank: int) -> int:
-        return rank_coords(dims, rank).tp * others + rank // dims.tp
+        return rank % dims.tp * others + rank // dims.tp  # the rank's tp coordinate moved outermost
 
     return [[relabel(rank) for rank in group] for group in group_ranks(dims, kind)]
 
@@ -56,11 +56,8 @@ def ep_spans_pipeline_stages(dims: ParallelDims, kind: str) -> list[list[int]]:
 
 
 def unchecked_group(ranks: Sequence[int], local_rank: int) -> RankGroup:
-    """A RankGroup past its own validation, as a buggy port would hand out."""
-    group = object.__new__(RankGroup)
-    object.__setattr__(group, "ranks", ranks)
-    object.__setattr__(group, "local_rank", local_rank)
-    return group
+    """A RankGroup of any members and local_rank, as a buggy port would hand out."""
+    return RankGroup(ranks=ranks, local_rank=local_rank)  # type: ignore[arg-type]
 
 
 def one_based_rank_group(dims: ParallelDims, rank: int, kind: str) -> RankGroup:
