@@ -300,8 +300,9 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
                        [g.id for g in gate_file.gates], files=list(files))
     save(report)
     declared = load_equivalents(folder / EQUIVALENTS_FILE)
-    report.stale_equivalents = [{"id": e.id, "reason": e.reason, "fingerprint": e.fingerprint}
-                                for e in stale_equivalents(declared, {m.fingerprint for m in found})]
+    every = found if changed is None else _generate(config, row, files, None, cpp_mutants if external else mutants)
+    report.stale_equivalents = [{"id": e.id, "reason": e.reason, "fingerprint": e.fingerprint}  # against every mutant
+                                for e in stale_equivalents(declared, {m.fingerprint for m in every})]  # of the files
     equivalent = {e.fingerprint for e in declared}
     outcomes: dict[str, dict[str, Any]] = {}
     for mutant in chosen:

@@ -13,7 +13,7 @@ import pytest
 
 from _vllm_gates import mutate
 from _vllm_gates.config import load_config
-from _vllm_gates.mutate_operators import Mutant
+from _vllm_gates.mutate_operators import Mutant, mutants
 from _vllm_gates.mutation_evidence import read_mutation_report, row_strengths, sources_fingerprint
 from _vllm_gates.project import Project
 
@@ -82,8 +82,11 @@ def test_killed_not_covered_equivalent_stale_and_resume(example: Example, monkey
 
     # declared equivalent (honoured) and stale (reported), on a rerun that must run nothing
     chosen = not_covered[0]
+    return_line = example.line("    return 2 * block_size", relative=IMPL)  # not a changed line
+    unchanged = next(m for m in mutants(IMPL, example.read(IMPL)) if m.line == return_line)
     example.write("gates/rows/example/equivalent_mutants.yaml",
                   f"- {{id: '{chosen['id']}', reason: a test, fingerprint: '{chosen['fingerprint']}'}}\n"
+                  f"- {{id: 'unchanged', reason: outside the changed lines, fingerprint: '{unchanged.fingerprint}'}}\n"
                   f"- {{id: 'EXAMPLE-ROW:gone', reason: code removed, fingerprint: '{'0' * 64}'}}\n")
 
     def no_run(*args: Any) -> None:
