@@ -546,6 +546,8 @@ def parser() -> argparse.ArgumentParser:
     mutate.add_argument("--impl", default="python", help="the implementation to mutate: python (the in-repo port, default) "
                         "or an external C++ one (its sources mutated, each mutant built once and cached under "
                         "build/mutants/IMPL)")
+    mutate.add_argument("--first-kill", action="store_true", help="stop judging a mutant at the first gate that kills "
+                        "it, cheapest gates first (faster; the kill matrix then counts only that gate)")
     mutate.add_argument("--budget", type=float, metavar="S", help="seconds per row for building an external "
                         "implementation's mutants; the mutants left when it is spent are not judged (reported)")
     mutate.add_argument("--max-mutants", type=int, metavar="N", help="at most N mutants per row, drawn with --seed")
@@ -577,7 +579,7 @@ def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
     _check_rows(project, args.rows)
     path = Path(args.json) if Path(args.json).is_absolute() else project.config.root / args.json
     options = Options(tuple(args.rows), args.max_mutants, args.timeout, path, args.changed_since, args.seed, args.impl,
-                      args.budget)
+                      args.budget, args.first_kill)
     try:
         return run_mutate(project, options)
     except MutationError as error:

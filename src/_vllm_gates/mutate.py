@@ -62,6 +62,7 @@ class Options:
     seed: int
     impl: str = "python"
     budget: float | None = None  # seconds per row for building an external implementation's mutants (None: no cap)
+    first_kill: bool = False  # stop each mutant at the first gate that kills it (faster; the matrix counts that gate only)
 
 
 def mutable_files(config: Config, gate_file: GateFile) -> list[str]:
@@ -127,7 +128,7 @@ class Sessions:
 
     def judge(self, row: str, gate_path: str, watch: list[str], specs: list[dict[str, Any]], chosen: list[Mutant],
               trace_gates: list[str], known_bads: bool, timeout: float, found: Callable[[Mutant, dict[str, Any]], None],
-              impl: str = PYTHON) -> dict[str, Any]:
+              impl: str = PYTHON, first_kill: bool = False) -> dict[str, Any]:
         """The first pass (unmutated items, lines reached, known-bads) and each mutant's result, handed to ``found``
         as it comes; returns the first pass. ``watch``: the files whose importing workers restart between mutants."""
         folder = self.folder(row)
@@ -135,7 +136,7 @@ class Sessions:
         by_id = {mutant.id(row): mutant for mutant in chosen}
         plan = {"work": str(folder), "control": str(folder / "control.json"), "touched": str(folder / "touched.txt"),
                 "watch": sorted(set(real.values())), "baseline": str(folder / "baseline.json"), "events": str(folder / "events.jsonl"),
-                "trace_gates": trace_gates, "known_bads": known_bads, "external": impl != PYTHON}
+                "trace_gates": trace_gates, "known_bads": known_bads, "external": impl != PYTHON, "first_kill": first_kill}
         (folder / "control.json").write_text(json.dumps({"watch": plan["watch"], "touched": plan["touched"],
                                                           "mutant": None, "trace": None}), encoding="utf-8")
         left = specs
@@ -325,12 +326,14 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
         if specs:
             built = {spec["id"] for spec in specs}
             first = sessions.judge(row, shown, [], specs, [m for m in left if m.id(row) in built],
-                                   [g.id for g in gate_file.gates if g.operation], False, options.timeout, judged, options.impl)
+                                   [g.id for g in gate_file.gates if g.operation], False, options.timeout, judged, options.impl,
+                                   options.first_kill)
             report.unmutated_failures = first["failing"]
         report.unjudged = len([m for m in chosen if m.id(row) not in outcomes])
     elif left:
         first = sessions.judge(row, shown, files, sessions.python_specs(row, files, left), left,
-                               _traced_gates(config, gate_file, {m.file for m in left}), changed is None, options.timeout, judged)
+                               _traced_gates(config, gate_file, {m.file for m in left}), changed is None, options.timeout, judged,
+                               first_kill=options.first_kill)
         report.unmutated_failures = first["failing"]
         report.known_bads = first["known_bads"]
     else:  # nothing to run: no session
@@ -382,11 +385,16 @@ def run_mutate(project: Project, options: Options) -> int:
     """`gates mutate`: every row asked for (default: all), the report written after each mutant; 0 when it ran."""
     config = project.config
     rows = list(options.rows) or [r.id for r in project.roadmap.rows if r.id in project.paths]
-    earlier = earlier_rows(_earlier_report(options.json_path))
+    previous = _earlier_report(options.json_path)
+    if previous is not None and bool(previous.get("first_kill")) != options.first_kill:
+        print(f"{options.json_path}: measured {'with' if previous.get('first_kill') else 'without'} --first-kill: "
+              f"nothing in it is reused")
+        previous = None
+    earlier = earlier_rows(previous)
     started, clock = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.monotonic()
     done: list[RowReport] = []
-    meta = {"impl": options.impl, "engine": ENGINE if options.impl == PYTHON else CPP_ENGINE, "seed": options.seed, "started": started,
-            "changed_since": options.changed_since}
+    meta = {"impl": options.impl, "engine": ENGINE if options.impl == PYTHON else CPP_ENGINE, "seed": options.seed,
+            "started": started, "changed_since": options.changed_since, "first_kill": options.first_kill}
 
     def save(current: RowReport) -> None:
         rows_now = done + ([current] if all(current is not row for row in done) else [])

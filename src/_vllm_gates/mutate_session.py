@@ -88,6 +88,7 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
     passing: dict[str, list[str]] = {}
     failing: dict[str, list[str]] = {}
     reached: dict[str, list[tuple[str, int]]] = {}
+    seconds: dict[str, float] = {}
     traced = not session.plan.get("external")  # an external implementation's lines are not traced: mutants name their gates
     for number, gate in enumerate(g for g in session.by_gate if g in session.plan["trace_gates"]):
         clock = time.monotonic()
@@ -100,7 +101,8 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
         failing[gate] = [name for name, found in outcomes.items() if found.status == "failed"]
         text = lines.read_text(encoding="utf-8") if lines.exists() else ""
         reached[gate] = sorted({(path, int(line)) for path, line in (entry.split("\t") for entry in text.splitlines())})
-        session.event(event="first-pass", gate=gate, seconds=round(time.monotonic() - clock, 3))
+        seconds[gate] = round(time.monotonic() - clock, 3)
+        session.event(event="first-pass", gate=gate, seconds=seconds[gate])
     if traced:
         session.control()
     known = []
@@ -113,13 +115,14 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
                       "killed_by": {"gate": item.identity.gate, "item": record.rejected_item or item.name,
                                     "detail": record.rejected_by[:DETAIL_CHARS]} if rejected else None})
     return {"passing": passing, "failing": {g: names for g, names in failing.items() if names}, "reached": reached,
-            "known_bads": known}
+            "known_bads": known, "seconds": seconds}
 
 
 def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) -> dict[str, Any]:
     """The mutant against the items that passed unmutated, of the gates that executed its line (an external
-    implementation's mutant names the gates that can reach it): each gate stops at its first failing item. Killed
-    when one fails, not_compiling when importing the mutated module raised."""
+    implementation's mutant names the gates that can reach it): each gate stops at its first failing item, and with
+    `first_kill` the mutant at its first failing gate. Killed when one fails, not_compiling when importing the
+    mutated module raised."""
     if "command" in mutant:
         gates = [g for g in session.by_gate if g in mutant["gates"] and baseline["passing"].get(g)]
     else:
@@ -134,12 +137,16 @@ def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) ->
         Path(mutant["failed"]).unlink(missing_ok=True)
         session.control(mutant={"path": mutant["path"], "source": mutant["source"], "failed": mutant["failed"]})
     failures: list[tuple[str, str, str]] = []
+    if session.plan.get("first_kill"):  # the cheapest gates first (their unmutated seconds); the first kill ends it
+        gates = sorted(gates, key=lambda g: baseline["seconds"].get(g, 0.0))
     for gate in gates:
         for item in (i for i in session.by_gate[gate] if i.name in baseline["passing"][gate]):
             found = outcome(item)
             if found.status == "failed":
                 failures.append((gate, item.name, found.detail))
                 break
+        if failures and session.plan.get("first_kill"):
+            break
         if "failed" in mutant and os.path.exists(mutant["failed"]):
             break
     session.check_hook()

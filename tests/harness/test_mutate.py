@@ -302,3 +302,21 @@ def test_a_stopped_run_ends_its_session_and_keeps_what_it_measured(example: Exam
     assert process.returncode == 130, err
     left = subprocess.run(["pgrep", "-f", str(example.root)], capture_output=True, text=True).stdout.split()
     assert [pid for pid in left if int(pid) != os.getpid()] == [], "processes of the run were left running"
+
+
+def test_first_kill_stops_a_mutant_at_its_first_killing_gate(example: Example) -> None:
+    """--first-kill: a mutant two gates would kill is judged by one of them (the cheaper first), and a report measured
+    the other way is not reused."""
+    example.write("gates/rows/example/gate.yaml", example.read() + example.gate_block("twin-gate"))
+    full = example.gates("mutate", "--max-mutants", "6", "--seed", "2", "--json", "out/m.json")
+    assert full.code == 0, full.text
+    both = [m for m in _mutants(json.loads((example.root / "out" / "m.json").read_text(encoding="utf-8")))
+            if len(m["killing_gates"]) == 2]
+    assert both, "no mutant killed by both gates: the sample does not test --first-kill"
+    fast = example.gates("mutate", "--max-mutants", "6", "--seed", "2", "--json", "out/m.json", "--first-kill")
+    assert fast.code == 0 and "nothing in it is reused" in fast.out, fast.text
+    report = json.loads((example.root / "out" / "m.json").read_text(encoding="utf-8"))
+    again = {m["id"]: m for m in _mutants(report)}
+    assert report["first_kill"] is True
+    for mutant in both:
+        assert again[mutant["id"]]["status"] == "killed" and len(again[mutant["id"]]["killing_gates"]) == 1
