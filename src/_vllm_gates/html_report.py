@@ -18,7 +18,8 @@ MAX_SURVIVORS = 50
 MAX_DIFF_CHARS = 4000
 MAX_TEXT = 500  # a reason, a title, a detail
 
-STATUS_CELL = {"killed": "k", "timed_out": "t", "survived": "s", "not_covered": "n", "equivalent": "e", "not_compiling": "c"}
+STATUS_CELL = {"killed": "k", "timed_out": "t", "survived": "s", "not_covered": "n", "equivalent": "e", "not_compiling": "c",
+               "not_run_here": "h"}
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,8 @@ def _mutation_row(row: dict[str, Any]) -> str:
     score = row.get("score")
     shown = f"{score:.1%}" if type(score) in (int, float) else "no score"
     counts = ", ".join(f"{key.replace('_', ' ')} {int(_number(row.get(key)))}" for key in
-                       ("generated", "killed", "survived", "timed_out", "not_covered", "equivalent", "not_compiling"))
+                       ("generated", "killed", "survived", "timed_out", "not_covered", "equivalent", "not_compiling",
+                        "not_run_here"))
     redundant = [g.get("gate") for g in _list(row.get("gates")) if g.get("redundant")]
     extra = f'<p>redundant gates (kill nothing another does not): {_text(", ".join(map(str, redundant)))}</p>' if redundant else ""
     return (f'<details class="mrow"><summary><b>{_text(row.get("row"))}</b> score <b>{shown}</b> ({counts})</summary>{extra}'
@@ -221,7 +223,8 @@ def tolerance_section(run: Source) -> str:
 
 LEGEND = ('<p class="legend">kill matrix: <span class="c-k">&#9632;</span> rejected it first '
           '<span class="c-r">&nbsp;&nbsp;</span> ran it, not first <span class="c-s">&nbsp;&nbsp;</span> ran it and it survived '
-          '<span class="c-t">&nbsp;&nbsp;</span> timed out <span class="c-e">&nbsp;&nbsp;</span> equivalent, not compiling or not covered</p>')
+          '<span class="c-t">&nbsp;&nbsp;</span> timed out <span class="c-e">&nbsp;&nbsp;</span> equivalent, not compiling or not covered '
+          '<span class="c-h">&nbsp;&nbsp;</span> not run here (only gates this machine cannot run reach it)</p>')
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
@@ -231,7 +234,7 @@ table{border-collapse:collapse;margin:.4em 0}td,th{border:1px solid #ccc;padding
 .v-unproven,.v-skipped,.v-weak,.v-incomplete,.v-empty,.v-not-implemented{background:#f3e5b0}
 .met{color:#176317}.unmet{color:#a11;font-weight:bold}.why{color:#555}.cut,.none{color:#a60;font-style:italic}
 .matrix td.c{width:14px;height:14px;padding:0}.c-k{background:#c82828;color:#fff;text-align:center;font-size:9px}
-.c-r{background:#f0b4b4}.c-s{background:#f5d76e}.c-t{background:#b48cd2}.c-n,.c-e,.c-c{background:#ddd}.c-0{background:#fafafa}
+.c-r{background:#f0b4b4}.c-s{background:#f5d76e}.c-t{background:#b48cd2}.c-n,.c-e,.c-c{background:#ddd}.c-h{background:#cfe0f5}.c-0{background:#fafafa}
 .matrix th.g{writing-mode:vertical-rl;font-weight:normal;font-size:11px}.matrix tr.known-bad th{color:#236}
 pre.diff{background:#f6f6f6;padding:.4em;overflow:auto;max-height:30em}.add{color:#176317}.del{color:#a11}
 """

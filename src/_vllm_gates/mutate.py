@@ -34,11 +34,12 @@ from _vllm_gates.mutate_cpp_build import MutantBuilds, MutantDoesNotBuild
 from _vllm_gates.mutate_cpp_files import cpp_files_for_row, gates_reaching
 from _vllm_gates.model import GateFile
 from _vllm_gates.mutate_operators import Mutant, mutants
-from _vllm_gates.mutate_report import (EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
+from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
                                        stale_equivalents, summary_lines, survivor_lines, write_report)
 from _vllm_gates.evidence import read_report
 from _vllm_gates.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint  # the one way `mutation:` claims read it too
 from _vllm_gates.patterns import declared_files
+from _vllm_gates.requirements import unmet
 from _vllm_gates.project import Project
 from _vllm_gates.sources import gate_source_files, import_graph
 
@@ -278,6 +279,25 @@ def _traced_gates(config: Config, gate_file: GateFile, files: set[str]) -> list[
             if real & {os.path.realpath(p) for p in gate_source_files(graph, [r for r in (gate.impl, gate.build_impl) if r])}]
 
 
+def _reached_only_elsewhere(config: Config, gate_file: GateFile, files: list[str]) -> dict[str, str]:
+    """The files some gate that cannot run on this machine imports (its marker's requirement is unmet here: no CUDA
+    device, no pinned vLLM), each with why: a mutant there that no gate run here reaches is `not_run_here`, not
+    `not_covered` (that gate may reach it where it runs)."""
+    graph = import_graph(config)
+    real = {os.path.realpath(config.root / f): f for f in files}
+    found: dict[str, str] = {}
+    for gate in gate_file.gates:
+        why = [f"{m.name}: {reason}" for m in config.markers if m.name in gate.markers and m.requires is not None
+               for reason in [unmet(m.requires, config)] if reason]
+        if not why:
+            continue
+        for path in gate_source_files(graph, [r for r in (gate.impl, gate.build_impl) if r]):
+            file = real.get(os.path.realpath(path))
+            if file is not None:
+                found[file] = (found[file] + "; " if file in found else "") + f"gate {gate.id} ({', '.join(why)})"
+    return {file: f"reached by no gate run here; imported by gates that cannot run here: {why}" for file, why in found.items()}
+
+
 def mutate_row(sessions: Sessions, project: Project, row: str, options: Options, earlier: Earlier | None,
                save: Callable[[RowReport], None]) -> RowReport:
     """One row: generate, then judge every mutant not measured before in a warm session, saving after each."""
@@ -305,16 +325,19 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
     report.stale_equivalents = [{"id": e.id, "reason": e.reason, "fingerprint": e.fingerprint}  # against every mutant
                                 for e in stale_equivalents(declared, {m.fingerprint for m in every})]  # of the files
     equivalent = {e.fingerprint for e in declared}
+    elsewhere = {} if external else _reached_only_elsewhere(config, gate_file, files)
     outcomes: dict[str, dict[str, Any]] = {}
     for mutant in chosen:
         before = earlier.reusable(report.sources_fingerprint, report.gates_fingerprint, mutant.id(row),
                                   mutant.fingerprint) if earlier else None
         if mutant.fingerprint in equivalent:
             outcomes[mutant.id(row)] = {"status": "equivalent", "killed_by": None, "killing_gates": [], "gates_run": []}
-        elif before:
+        elif before and (before.get("status") != NOT_RUN_HERE or mutant.file in elsewhere):
             outcomes[mutant.id(row)] = {k: before.get(k) for k in ("status", "killed_by", "killing_gates", "gates_run")}
 
     def judged(mutant: Mutant, outcome: dict[str, Any]) -> None:
+        if outcome["status"] == "not_covered" and mutant.file in elsewhere:
+            outcome = {**outcome, "status": NOT_RUN_HERE, "detail": elsewhere[mutant.file]}
         outcomes[mutant.id(row)] = {"gates_run": [], **outcome}
         report.mutants = [{"id": m.id(row), "file": m.file, "line": m.line, "operator": m.operator, "diff": m.diff,
                            "fingerprint": m.fingerprint, **outcomes[m.id(row)]} for m in chosen if m.id(row) in outcomes]

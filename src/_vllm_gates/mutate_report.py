@@ -14,7 +14,8 @@ from _vllm_gates.errors import GatesError
 from _vllm_gates.reports import write_atomic
 
 MUTATION_SCHEMA = "vllm-gates/mutation/1"
-STATUSES = ("killed", "survived", "timed_out", "not_covered", "equivalent", "not_compiling")
+NOT_RUN_HERE = "not_run_here"  # only gates that cannot run on this machine (a requirement unmet) may reach it
+STATUSES = ("killed", "survived", "timed_out", "not_covered", "equivalent", "not_compiling", NOT_RUN_HERE)
 MEASURED = frozenset({"killed", "survived", "timed_out", "not_covered", "not_compiling"})  # what a rerun may reuse
 EQUIVALENTS_FILE = "equivalent_mutants.yaml"
 
@@ -110,9 +111,10 @@ class RowReport:
         return {status: sum(1 for m in self.mutants if m["status"] == status) for status in STATUSES}
 
     def score(self) -> float | None:
-        """killed / (generated - equivalent - not_compiling); None when nothing is left to score."""
+        """killed / (generated - equivalent - not_compiling - not_run_here): the mutants this machine can judge; None
+        when nothing is left to score. The not_run_here count is printed and reported beside it."""
         counts = self.counts()
-        base = len(self.mutants) - counts["equivalent"] - counts["not_compiling"]
+        base = len(self.mutants) - counts["equivalent"] - counts["not_compiling"] - counts[NOT_RUN_HERE]
         return counts["killed"] / base if base else None
 
     def kill_matrix(self) -> list[dict[str, Any]]:
@@ -146,7 +148,9 @@ def summary_lines(row: RowReport, seconds: float) -> list[str]:
     rate = f"{len(row.mutants) / seconds:.2f} mutants/s" if seconds > 0 else ""
     lines = [f"{row.row}: generated {len(row.mutants)}, killed {counts['killed']}, survived {counts['survived']}, "
              f"timed out {counts['timed_out']}, not covered {counts['not_covered']}, equivalent {counts['equivalent']}, "
-             f"not compiling {counts['not_compiling']}; score {shown}; {seconds:.1f} s, {rate}"
+             f"not compiling {counts['not_compiling']}"
+             + (f", not run here {counts[NOT_RUN_HERE]} (only gates that cannot run on this machine reach them)"
+                if counts[NOT_RUN_HERE] else "") + f"; score {shown}; {seconds:.1f} s, {rate}"
              + (f"; {row.unjudged} not judged (--budget spent)" if row.unjudged else "")]
     ran = {gate for mutant in row.mutants for gate in mutant.get("gates_run") or []}
     for gate in row.kill_matrix():

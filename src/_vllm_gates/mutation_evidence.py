@@ -29,7 +29,7 @@ class RowStrength:
     sources_fingerprint: str
     files: tuple[str, ...]  # the project files its mutants were made from (the fingerprint's inputs)
     killed: int
-    counted: int  # generated - equivalent - not_compiling: the score's denominator
+    counted: int  # generated - equivalent - not_compiling - not_run_here: the score's denominator
     score: float | None  # None: no mutant counted
     survivors: tuple[str, ...]  # the survivors' fingerprints (issue 28 item 5)
 
@@ -75,7 +75,8 @@ def _strength(row: Mapping[str, Any]) -> RowStrength:
     if not all(isinstance(f, str) for f in files):
         raise TypeError("a mutant's file must be text")
     killed = _count(row, "killed")
-    counted = _count(row, "generated") - _count(row, "equivalent") - _count(row, "not_compiling")
+    counted = (_count(row, "generated") - _count(row, "equivalent") - _count(row, "not_compiling")
+               - (_count(row, "not_run_here") if "not_run_here" in row else 0))  # reports before it had none
     if counted < 0 or killed > max(counted, 0):
         raise ValueError(f"killed {killed} of {counted} counted mutants")
     survivors = tuple(str(m.get("fingerprint", "")) for m in mutants if m.get("status") == "survived")

@@ -320,3 +320,22 @@ def test_first_kill_stops_a_mutant_at_its_first_killing_gate(example: Example) -
     assert report["first_kill"] is True
     for mutant in both:
         assert again[mutant["id"]]["status"] == "killed" and len(again[mutant["id"]]["killing_gates"]) == 1
+
+
+def test_a_line_only_a_gate_that_cannot_run_here_reaches_is_not_run_here(example: Example) -> None:
+    """A file only a gpu-marked gate imports, on a machine without CUDA: its mutants are not_run_here (with why),
+    not not_covered, and the score counts only what this machine can judge."""
+    example.write("example_row/device_only.py", "def device_bytes(block_size, heads, head_size, dtype_bytes):\n"
+                                                "    return 2 * block_size * heads * head_size * dtype_bytes\n")
+    block = example.gate_block("on-device", markers="[gpu]").replace("impl: example_row.impl:page_bytes",
+                                                                    "impl: example_row.device_only:device_bytes")
+    example.write("gates/rows/example/gate.yaml", example.read() + block)
+    result = example.gates("mutate", "--json", "out/m.json")
+    assert result.code == 0, result.text
+    row = json.loads((example.root / "out" / "m.json").read_text(encoding="utf-8"))["rows"][0]
+    device = [m for m in row["mutants"] if m["file"] == "example_row/device_only.py"]
+    assert device and {m["status"] for m in device} == {"not_run_here"}, {m["status"] for m in device}
+    assert "gate on-device (gpu:" in device[0]["detail"]
+    assert row["not_run_here"] == len(device) and row["score"] == row["killed"] / (
+        row["generated"] - row["equivalent"] - row["not_compiling"] - row["not_run_here"])
+    assert f"not run here {len(device)}" in result.out
