@@ -88,7 +88,7 @@ def _check_names(members: Sequence[Member]) -> None:
     names = [m.name for m in members]
     if len(set(names)) != len(names):
         raise AbiHistoryError(f"a member is declared twice: {names}")
-    if members[0].since < 1 or min(m.since for m in members) < 1:
+    if min(m.since for m in members) < 1:
         raise AbiHistoryError(f"versions start at v1; got members {[(m.name, m.since) for m in members]}")
 
 
