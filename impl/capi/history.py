@@ -6,16 +6,15 @@ log, as in the C++ port's include/vllm.h, which bumped v17 and v18 for entry poi
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
-from impl.capi.abi import FIELD_SINCE, MEMBERS, VLLM_ABI_VERSION
 from impl.capi.errors import AbiHistoryError
 from impl.capi.header_reader import (ANNOTATIONS, HEADINGS, HeaderFacts, Member, read_abi_version,
                                      read_annotation_history, read_header, read_members)
-from impl.capi.layout import C_TYPE_NAMES, offsets_of
+from impl.capi.layout import offsets_of
 
-__all__ = ["ANNOTATIONS", "HEADINGS", "Member", "check_history", "field_history", "header_history",
-           "mirror_history", "read_abi_version", "read_annotation_history", "read_header", "read_members"]
+__all__ = ["ANNOTATIONS", "HEADINGS", "Member", "check_history", "header_history", "read_abi_version",
+           "read_annotation_history", "read_header", "read_members"]
 
 
 def _moved_offsets(members: Sequence[Member], released: int) -> str:
@@ -41,19 +40,13 @@ def check_order(members: Sequence[Member]) -> None:
                 f"{_moved_offsets(members, before.since - 1)}")
 
 
-def check_bumps(members: Sequence[Member], abi_version: int, log: Mapping[int, Sequence[str]] | None) -> None:
+def check_bumps(members: Sequence[Member], abi_version: int, log: Mapping[int, Sequence[str]]) -> None:
     """No member is newer than ``VLLM_ABI_VERSION``; every version without a new member has a history entry (a bump
-    for entry points only), and the history has no entry past ``VLLM_ABI_VERSION``. ``log`` None (no history is
-    read): the newest member's version must be ``VLLM_ABI_VERSION``."""
+    for entry points only), and the history has no entry past ``VLLM_ABI_VERSION``."""
     newest = max(m.since for m in members)
     if newest > abi_version:
         raise AbiHistoryError(f"VLLM_ABI_VERSION is {abi_version} but the newest member is from v{newest}: "
                               "a new member needs a version bump")
-    if log is None:
-        if newest != abi_version:
-            raise AbiHistoryError(f"VLLM_ABI_VERSION is {abi_version} but the newest member is from v{newest}, and "
-                                  "no version history explains the bumps after it")
-        return
     with_members = {m.since for m in members}
     for version in range(1, abi_version + 1):
         if version not in with_members and version not in log:
@@ -95,7 +88,7 @@ def _check_names(members: Sequence[Member]) -> None:
     names = [m.name for m in members]
     if len(set(names)) != len(names):
         raise AbiHistoryError(f"a member is declared twice: {names}")
-    if members[0].since < 1 or min(m.since for m in members) < 1:
+    if min(m.since for m in members) < 1:
         raise AbiHistoryError(f"versions start at v1; got members {[(m.name, m.since) for m in members]}")
 
 
@@ -115,29 +108,6 @@ def check_history(facts: HeaderFacts) -> dict[str, object]:
     return versions(members, facts.abi_version)
 
 
-def field_history(members: Iterable[Member | tuple[str, int]], abi_version: int,
-                  entries: Mapping[int, Sequence[str]] | None = None) -> dict[str, object]:
-    """The checks of :func:`check_history` on ``(name, version)`` members (or :class:`Member`s) of an annotations
-    header; without ``entries`` no history is read, and the newest member's version must be ``abi_version``."""
-    ordered = [m if isinstance(m, Member) else Member(m[0], _MIRROR_TYPES.get(m[0], "other"), m[1]) for m in members]
-    if not ordered:
-        raise AbiHistoryError("versions start at v1; got no member")
-    _check_names(ordered)
-    check_order(ordered)
-    check_bumps(ordered, abi_version, entries)
-    if entries is not None:
-        check_log(HeaderFacts(ANNOTATIONS, abi_version, tuple(ordered), {v: tuple(n) for v, n in entries.items()}))
-    return versions(ordered, abi_version)
-
-
-_MIRROR_TYPES = {name: C_TYPE_NAMES[ctype] for name, ctype, _ in MEMBERS}
-
-
 def header_history(header_text: str) -> dict[str, object]:
     """:func:`check_history` of a header's text, in whichever convention it is written."""
     return check_history(read_header(header_text))
-
-
-def mirror_history() -> dict[str, object]:
-    """:func:`field_history` of the ctypes mirror: its member order, ``FIELD_SINCE`` and ``VLLM_ABI_VERSION``."""
-    return field_history(((name, FIELD_SINCE[name]) for name, _, _ in MEMBERS), VLLM_ABI_VERSION)

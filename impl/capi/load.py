@@ -28,9 +28,8 @@ class LoadResult:
 
 
 def _sizing_member(params: EngineParams) -> str:
-    """The member whose value the pool resolution acted on (the one a resolution error is about)."""
-    if params.num_blocks > 0:
-        return "num_blocks"
+    """The member whose value the pool resolution acted on (the one a resolution error is about); a positive
+    num_blocks is taken as given and never refused (MEM-1.2), so it is never that member."""
     return "kv_cache_memory_bytes" if params.kv_cache_memory_bytes > 0 else "gpu_memory_utilization"
 
 

@@ -10,7 +10,7 @@ from gates.rows.capi_abi import build as inputs
 from impl.capi import VLLM_ABI_VERSION, ModelParams, VllmStatus, model_params_default, open_library
 from impl.capi.abi import FIELD_SINCE
 from impl.capi.errors import AbiVersionMismatch
-from impl.capi.history import mirror_history
+from impl.capi.history import header_history
 from impl.capi.layout import model_params_layout
 from oracles.abi.header import read_header, read_status_codes
 from oracles.abi.layout import header_layout
@@ -27,7 +27,7 @@ def test_mirror_layout_is_the_compilers(compiler):
 def test_mirror_versions_are_the_header_annotations(spec_text):
     assert dict(FIELD_SINCE) == {f.name: f.since for f in read_header(spec_text).fields}
     assert read_header(spec_text).abi_version == VLLM_ABI_VERSION == 16
-    assert mirror_history()["versions"]["v15"] == [n for n, s in FIELD_SINCE.items() if s <= 15]
+    assert header_history(spec_text)["versions"]["v15"] == [n for n, s in FIELD_SINCE.items() if s <= 15]
 
 
 def test_status_codes_are_the_headers(spec_text):

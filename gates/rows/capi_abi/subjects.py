@@ -14,7 +14,7 @@ import warnings
 from dataclasses import fields
 from typing import Any, Callable, Mapping, Sequence
 
-from impl.capi import model_params_default
+from impl.capi import model_params_default, model_params_from_engine
 from impl.capi.abi import ModelParams
 from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, c_values_from_engine, engine_params_from_values
 from impl.capi.library import open_library
@@ -53,7 +53,10 @@ def through_c(params: EngineParams, struct: type[ctypes.Structure] = ModelParams
               mappings: tuple[MemberMapping, ...] = MAPPINGS) -> EngineParams:
     """``params`` written into ``struct``, copied member by member by the compiled C library, read back."""
     library = load(configured_header().read_text(encoding="utf-8"))
-    written = struct(**c_values_from_engine(params, mappings))
+    if struct is ModelParams and mappings is MAPPINGS:  # the binding's own inverse (CAPI-5.9)
+        written = model_params_from_engine(params)
+    else:
+        written = struct(**c_values_from_engine(params, mappings))
     size = ctypes.sizeof(struct)
     with library.copied(ctypes.string_at(ctypes.addressof(written), size)) as copied:
         back = struct.from_buffer_copy(copied.ljust(size, b"\0")[:size])
