@@ -339,3 +339,18 @@ def test_a_line_only_a_gate_that_cannot_run_here_reaches_is_not_run_here(example
     assert row["not_run_here"] == len(device) and row["score"] == row["killed"] / (
         row["generated"] - row["equivalent"] - row["not_compiling"] - row["not_run_here"])
     assert f"not run here {len(device)}" in result.out
+
+
+def test_changed_lines_only_a_gate_that_cannot_run_here_reaches_are_not_run_here(example: Example) -> None:
+    """--changed-since on a file only a gpu gate imports, without CUDA: no error, its mutants are not_run_here."""
+    example.write("example_row/device_only.py", "def device_bytes(block_size, heads, head_size, dtype_bytes):\n"
+                                                "    return 2 * block_size * heads * head_size * dtype_bytes\n")
+    block = example.gate_block("on-device", markers="[gpu]").replace("impl: example_row.impl:page_bytes",
+                                                                    "impl: example_row.device_only:device_bytes")
+    example.write("gates/rows/example/gate.yaml", example.read() + block)
+    _commit(example)
+    example.edit("    return 2 * block_size", "    return 2 *  block_size", "example_row/device_only.py")
+    result = example.gates("mutate", "--changed-since", "HEAD", "--json", "out/m.json")
+    assert result.code == 0, result.text
+    row = json.loads((example.root / "out" / "m.json").read_text(encoding="utf-8"))["rows"][0]
+    assert row["mutants"] and {m["status"] for m in row["mutants"]} == {"not_run_here"}
