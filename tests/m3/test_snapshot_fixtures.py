@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from gates.rows.road_v1_mem.build_profile import FIXTURE_DIR, kv_probe, load_fixture, profiling_result, resolve_input
+from gates.rows.road_v1_mem.build_profile import FIXTURE_DIR, load_fixture, resolve_input
+from gates.rows.road_v1_mem.subjects_profile import kv_probe, profiling_result
 from impl.v1.kv_cache_interface import kv_bytes_per_block
 from impl.worker.kv_budget import kv_cache_budget, request_memory
 from impl.worker.memory_snapshot import format_gib
@@ -20,7 +21,7 @@ def test_there_are_fixtures() -> None:
 def test_fixture_reproduces_its_logged_figures(name: str) -> None:
     fields = resolve_input({"fixture": name})
     assert fields["source"].startswith(("vllm-project/vllm ", "xinyuwei-david/david-share "))
-    profile = profiling_result(fields)
+    profile = profiling_result(fields["device"], fields["snapshots"], fields["weights_memory"])
     requested = request_memory(profile.before_create, fields["gpu_memory_utilization"])
     budget = kv_cache_budget(requested, profile)
     figures = {

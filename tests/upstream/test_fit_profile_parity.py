@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from gates.rows.road_v1_mem.build_fit import fit_call  # noqa: E402
 from gates.rows.road_v1_mem.build_profile import budget_call, resolve_input  # noqa: E402
 from gates.rows.road_v1_mem.strategies_profile import budget_inputs, fit_inputs_near_the_boundary  # noqa: E402
-from gates.rows.road_v1_mem.subjects_profile import available_kv_cache_memory  # noqa: E402
+from gates.rows.road_v1_mem.subjects_profile import available_kv_cache_memory, profiling_result  # noqa: E402
 from impl.v1.core.kv_cache_utils import NO_AVAILABLE_MEMORY_MESSAGE, check_enough_kv_cache_memory  # noqa: E402
 from upstream import gates_fit, kv_fit, memory  # noqa: E402
 
@@ -90,7 +90,7 @@ def test_profile_budget_and_its_messages_are_vllms_on_generated_snapshots(case: 
 def test_the_profile_figures_are_vllms_on_the_fixtures() -> None:
     for name in ("vllm-docstring-example", "phi4-gptq-a100-util015"):
         fields = resolve_input({"fixture": name})
-        profile = budget_call({"fixture": name}).kwargs["profile"]
+        profile = profiling_result(fields["device"], fields["snapshots"], fields["weights_memory"])
         theirs = memory.profile(fields)
         ours = {key: getattr(profile, key) for key in ("non_kv_cache_memory", "torch_peak_increase",
                                                        "non_torch_increase", "total_consumed",

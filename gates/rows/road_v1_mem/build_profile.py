@@ -13,14 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
 from vllm_gates import Call
-from impl.entrypoints.model_loader import EngineParams
-from impl.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-from impl.worker.memory_profiler import MemoryProfilingResult
-from impl.worker.memory_snapshot import MemorySnapshot
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "snapshots"
 PHASES = ("before_create", "before_profile", "after_profile")
@@ -70,24 +65,21 @@ def resolve_input(data: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _snapshot(fields: Mapping[str, Any], phase: str) -> MemorySnapshot:
-    return MemorySnapshot(device=fields["device"], **fields["snapshots"][phase])
-
-
-def profiling_result(fields: Mapping[str, Any]) -> MemoryProfilingResult:
-    """The impl's profiling result for resolved case fields."""
-    return MemoryProfilingResult(*(_snapshot(fields, phase) for phase in PHASES), weights_memory=fields["weights_memory"])
-
-
 def raw_snapshots(fields: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The three snapshots as plain mappings (device included), for the oracle."""
     return {phase: {"device": fields["device"], **fields["snapshots"][phase]} for phase in PHASES}
 
 
+def _impl_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The raw readings the impl-side subjects build their snapshots from (subjects_profile.py)."""
+    return {"device": fields["device"], "snapshots": {phase: dict(fields["snapshots"][phase]) for phase in PHASES},
+            "weights_memory": fields["weights_memory"]}
+
+
 def budget_call(data: Mapping[str, Any]) -> Call:
-    """impl side of profile-kv-budget: (profile, gpu_memory_utilization)."""
+    """impl side of profile-kv-budget: the raw readings and the utilization (the subject builds the profile)."""
     fields = resolve_input(data)
-    return Call(kwargs={"profile": profiling_result(fields), "gpu_memory_utilization": fields["gpu_memory_utilization"]})
+    return Call(kwargs={**_impl_fields(fields), "gpu_memory_utilization": fields["gpu_memory_utilization"]})
 
 
 def budget_oracle_call(data: Mapping[str, Any]) -> Call:
@@ -99,24 +91,12 @@ def budget_oracle_call(data: Mapping[str, Any]) -> Call:
                         "gpu_memory_utilization": fields["gpu_memory_utilization"]})
 
 
-def kv_probe(kv: Mapping[str, Any]) -> KVCacheConfig:
-    """A one-group KV config of `num_layers` full-attention layers (the block count is irrelevant to sizing)."""
-    spec = FullAttentionSpec(block_size=kv["block_size"], num_kv_heads=kv["num_kv_heads"], head_size=kv["head_size"],
-                             dtype=getattr(torch, kv["dtype"]))
-    names = tuple(f"model.layers.{i}.self_attn" for i in range(kv["num_layers"]))
-    return KVCacheConfig(num_blocks=0, kv_cache_tensors=(), kv_cache_groups=(KVCacheGroupSpec(names, spec),))
-
-
 def blocks_call(data: Mapping[str, Any]) -> Call:
-    """impl side of profile-util-blocks: (params, probe, profile or None)."""
+    """impl side of profile-util-blocks: the raw readings, the layer geometry and the knobs."""
     fields = resolve_input(data)
-    kv_bytes = fields.get("kv_cache_memory_bytes", 0)
-    if fields.get("profiled", True):
-        params = EngineParams(gpu_memory_utilization=fields["gpu_memory_utilization"], kv_cache_memory_bytes=kv_bytes)
-        profile = profiling_result(fields)
-    else:  # no device was measured: the utilization is left at its default, as a caller without M3 would
-        params, profile = EngineParams(kv_cache_memory_bytes=kv_bytes), None
-    return Call(kwargs={"params": params, "probe": kv_probe(fields["kv"]), "profile": profile})
+    return Call(kwargs={**_impl_fields(fields), "gpu_memory_utilization": fields["gpu_memory_utilization"],
+                        "kv": dict(fields["kv"]), "kv_cache_memory_bytes": fields.get("kv_cache_memory_bytes", 0),
+                        "profiled": fields.get("profiled", True)})
 
 
 def blocks_oracle_call(data: Mapping[str, Any]) -> Call:

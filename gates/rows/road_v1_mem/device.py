@@ -26,7 +26,7 @@ from impl.worker.memory_profiler import memory_profiling
 from impl.worker.memory_snapshot import measure_snapshot
 from impl.worker.profile_workload import DecoderGeometry, build_profile_decoder, profile_run
 
-from .build_profile import kv_probe
+from .subjects_profile import kv_probe
 
 CHECKS = ("pool_within_budget", "one_more_block_exceeds", "activation_peak_positive")
 

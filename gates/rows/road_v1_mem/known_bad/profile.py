@@ -10,12 +10,17 @@ mistakes themselves; the rest wrap them in the call shape of each gate.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
 
 from impl.worker.gpu_worker import check_free_memory_did_not_grow, num_blocks_with
 from impl.entrypoints.model_loader import EngineParams, resolve_num_blocks
 from impl.v1.kv_cache_interface import KVCacheConfig
 from impl.worker.kv_budget import KVCacheBudget, kv_cache_budget, request_memory
 from impl.worker.memory_profiler import MemoryProfilingResult
+
+from ..subjects_profile import profiling_result, sizing_inputs
 
 
 def free_memory_budget(profile: MemoryProfilingResult, gpu_memory_utilization: float) -> KVCacheBudget:
@@ -59,50 +64,46 @@ def free_growth_budget(profile: MemoryProfilingResult, gpu_memory_utilization: f
     return kv_cache_budget(request_memory(profile.before_create, gpu_memory_utilization), profile)
 
 
-# profile-kv-budget: (profile, gpu_memory_utilization) -> bytes
-def budget_from_free(profile: MemoryProfilingResult, gpu_memory_utilization: float) -> int:
-    return free_memory_budget(profile, gpu_memory_utilization).available_kv_cache_memory
+Readings = Mapping[str, Mapping[str, Any]]
 
 
-def weights_not_counted(profile: MemoryProfilingResult, gpu_memory_utilization: float) -> int:
-    return weightless_budget(profile, gpu_memory_utilization).available_kv_cache_memory
+def _budget_gate(mistake: Callable[[MemoryProfilingResult, float], KVCacheBudget]) -> Callable[..., int]:
+    """A profile-kv-budget target (the subject's signature) whose budget is `mistake`'s."""
+    def target(device: str, snapshots: Readings, weights_memory: int, gpu_memory_utilization: float) -> int:
+        profile = profiling_result(device, snapshots, weights_memory)
+        return mistake(profile, gpu_memory_utilization).available_kv_cache_memory
+    target.__name__ = target.__qualname__ = mistake.__name__
+    return target
 
 
-def consumed_since_before_profile(profile: MemoryProfilingResult, gpu_memory_utilization: float) -> int:
-    return late_baseline_budget(profile, gpu_memory_utilization).available_kv_cache_memory
+def _blocks_gate(sizing: Callable[[EngineParams, KVCacheConfig, MemoryProfilingResult | None], int]) -> Callable[..., int]:
+    """A profile-util-blocks target (the subject's signature) whose block count is `sizing`'s."""
+    def target(device: str, snapshots: Readings, weights_memory: int, gpu_memory_utilization: float,
+               kv: Mapping[str, Any], kv_cache_memory_bytes: int, profiled: bool) -> int:
+        return sizing(*sizing_inputs(device, snapshots, weights_memory, gpu_memory_utilization, kv,
+                                     kv_cache_memory_bytes, profiled))
+    named = sizing.args[0] if isinstance(sizing, partial) else sizing
+    target.__name__ = target.__qualname__ = f"blocks_{named.__name__.lstrip('_')}"
+    return target
 
 
-def pre_033_formula(profile: MemoryProfilingResult, gpu_memory_utilization: float) -> int:
-    return pre_033_budget(profile, gpu_memory_utilization).available_kv_cache_memory
+# profile-kv-budget: (device, snapshots, weights_memory, gpu_memory_utilization) -> bytes
+budget_from_free = _budget_gate(free_memory_budget)
+weights_not_counted = _budget_gate(weightless_budget)
+consumed_since_before_profile = _budget_gate(late_baseline_budget)
+pre_033_formula = _budget_gate(pre_033_budget)
+headroom_from_reservation = _budget_gate(reserved_headroom_budget)
+free_growth_accepted = _budget_gate(free_growth_budget)
 
 
-def headroom_from_reservation(profile: MemoryProfilingResult, gpu_memory_utilization: float) -> int:
-    return reserved_headroom_budget(profile, gpu_memory_utilization).available_kv_cache_memory
-
-
-def free_growth_accepted(profile: MemoryProfilingResult, gpu_memory_utilization: float) -> int:
-    return free_growth_budget(profile, gpu_memory_utilization).available_kv_cache_memory
-
-
-# profile-util-blocks: (params, probe, profile) -> blocks
-def blocks_budget_from_free(params: EngineParams, probe: KVCacheConfig, profile: MemoryProfilingResult | None) -> int:
-    return num_blocks_with(free_memory_budget, params, probe, profile)
-
-
-def blocks_weights_not_counted(params: EngineParams, probe: KVCacheConfig,
-                               profile: MemoryProfilingResult | None) -> int:
-    return num_blocks_with(weightless_budget, params, probe, profile)
-
-
-def blocks_consumed_since_before_profile(params: EngineParams, probe: KVCacheConfig,
-                                         profile: MemoryProfilingResult | None) -> int:
-    return num_blocks_with(late_baseline_budget, params, probe, profile)
-
-
-def blocks_pre_033_formula(params: EngineParams, probe: KVCacheConfig, profile: MemoryProfilingResult | None) -> int:
-    return num_blocks_with(pre_033_budget, params, probe, profile)
-
-
-def blocks_profile_ignored(params: EngineParams, probe: KVCacheConfig, profile: MemoryProfilingResult | None) -> int:
+def _profile_ignored(params: EngineParams, probe: KVCacheConfig, profile: MemoryProfilingResult | None) -> int:
     """The pre-M3 resolver: the profile is never passed on, so the utilization path stays at 256 blocks."""
     return resolve_num_blocks(params, probe, None)
+
+
+# profile-util-blocks: (device, snapshots, weights_memory, gpu_memory_utilization, kv, kv_cache_memory_bytes, profiled)
+blocks_budget_from_free = _blocks_gate(partial(num_blocks_with, free_memory_budget))
+blocks_weights_not_counted = _blocks_gate(partial(num_blocks_with, weightless_budget))
+blocks_consumed_since_before_profile = _blocks_gate(partial(num_blocks_with, late_baseline_budget))
+blocks_pre_033_formula = _blocks_gate(partial(num_blocks_with, pre_033_budget))
+blocks_profile_ignored = _blocks_gate(_profile_ignored)
