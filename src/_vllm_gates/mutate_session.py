@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from _vllm_gates.errors import GatesError
 from _vllm_gates.items import RECORD, CaseItem, GateItem, ItemKind
 from _vllm_gates.mutate_hook import PLAN_VARIABLE, hook_errors
 from _vllm_gates.plugin import gate_run
@@ -26,7 +27,7 @@ from _vllm_gates.worker_pool import WorkerPool
 DETAIL_CHARS = 400  # of a killing item's failure text kept in the report
 
 
-class HookFailed(Exception):
+class HookFailed(GatesError):
     """A worker could not apply the control file: the session stops, since an unapplied mutant would look survived."""
 
 
