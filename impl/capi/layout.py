@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 from typing import Mapping, Sequence
 
-from impl.capi.abi import FIELD_SINCE, ModelParams
+from impl.capi.abi import FIELD_SINCE, ModelParams, VllmStatus
 
 C_TYPE_NAMES: Mapping[type, str] = {
     ctypes.c_int8: "int8_t", ctypes.c_int16: "int16_t", ctypes.c_int32: "int32_t", ctypes.c_int64: "int64_t",
@@ -43,3 +43,8 @@ def offsets_of(members: Sequence[tuple[str, str]]) -> dict[str, int] | str:
         return f"member {unknown[0]!r} has the C type {unknown[1]!r}, which this reader does not lay out"
     struct = type("Laid", (ctypes.Structure,), {"_fields_": [(n, _CTYPES_BY_NAME[t]) for n, t in members]})
     return {name: getattr(struct, name).offset for name, _ in members}
+
+
+def status_codes() -> list[list[object]]:
+    """``[[name, code], ...]`` of the mirror's ``vllm_status`` in declaration order (CAPI-1.3)."""
+    return [[status.name, int(status)] for status in VllmStatus]

@@ -79,7 +79,7 @@ def block_comments(text: str) -> list[Comment]:
     return [Comment(t.start(), t.end(), t["block"]) for t in _TOKEN.finditer(text) if t["block"] is not None]
 
 
-def _without_comments(text: str, comments: list[Comment]) -> str:
+def without_comments(text: str, comments: list[Comment]) -> str:
     """``text`` with each block comment blanked (line ends kept), so its offsets still hold."""
     out, at = [], 0
     for comment in comments:
@@ -92,12 +92,12 @@ def _history_comments(text: str) -> list[str]:
     """The texts of the block comments that end before the ``#define VLLM_ABI_VERSION`` line (CAPI-1.7)."""
     _read_version(text)  # one macro, or AbiHistoryError naming what was found
     comments = block_comments(text)
-    macro = _VERSION.search(_without_comments(text, comments))
+    macro = _VERSION.search(without_comments(text, comments))
     return [c.text for c in comments if macro is not None and c.end <= macro.start()]
 
 
 def _read_version(text: str) -> int:
-    found = _VERSION.findall(_without_comments(text, block_comments(text)))
+    found = _VERSION.findall(without_comments(text, block_comments(text)))
     if len(found) != 1 or not found[0].isdigit():
         raise AbiHistoryError(f"the header must define VLLM_ABI_VERSION once as a decimal number, found {found!r}")
     return int(found[0])

@@ -141,8 +141,8 @@ def _splices(tree: ast.Module, raw: list[str]) -> Iterator[_Splice]:
 
 
 def _skipped_nodes(tree: ast.Module) -> set[int]:
-    """Nodes no mutant touches: annotations, docstrings, `if TYPE_CHECKING:`/`if __name__ == ...` tests, and
-    everything inside them."""
+    """Nodes no mutant touches: annotations, docstrings (every bare string statement), `if TYPE_CHECKING:` /
+    `if __name__ == ...` tests, and everything inside them."""
     roots: list[ast.AST] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -150,15 +150,15 @@ def _skipped_nodes(tree: ast.Module) -> set[int]:
             roots.extend(x for x in (node.returns, node.args.vararg and node.args.vararg.annotation,
                                      node.args.kwarg and node.args.kwarg.annotation) if x)
             roots.extend(node.decorator_list)
+        elif isinstance(node, ast.ClassDef):
+            roots.extend(node.decorator_list)  # `@dataclass(frozen=True)`: how the class is built, as a function's
         elif isinstance(node, ast.AnnAssign):
             roots.append(node.annotation)
         elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) or (
                 isinstance(node, ast.If) and "__name__" in ast.unparse(node.test)):
             roots.append(node)
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body and \
-                isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) and \
-                isinstance(node.body[0].value.value, str):
-            roots.append(node.body[0])
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            roots.append(node)  # a docstring, or an attribute's (a bare string after an assignment): no effect
     return {id(inner) for root in roots for inner in ast.walk(root)}
 
 

@@ -11,8 +11,9 @@ from gates.rows.capi_abi import build as inputs
 from gates.rows.capi_abi import known_bad as bad
 from tests.capi.conftest import gate_case_input
 from impl.capi.history import header_history
-from impl.capi.layout import model_params_layout
+from impl.capi.layout import model_params_layout, status_codes
 from impl.capi.library import checked_abi_version
+from vllm_gates import Call
 
 pytestmark = pytest.mark.cpu
 GATE_FILE = Path(inputs.ROOT, "gates", "rows", "capi_abi", "gate.yaml")
@@ -43,8 +44,19 @@ def _outcome(target, call):
     return value
 
 
+def _as_keywords(data):
+    """The engine's default binding for a gate without an impl builder: the case input as keywords."""
+    return Call(kwargs=dict(data))
+
+
 # known-bad -> (correct target, builder, an input that tells them apart)
 DISCRIMINATING = {
+    bad.status_load_and_runtime_swapped: (status_codes, inputs.no_arguments, {}),
+    bad.status_unknown_minus_one: (status_codes, inputs.no_arguments, {}),
+    bad.member_write_wraps: (adapters.member_written, _as_keywords, {"member": "device", "value": 2**32 + 5}),
+    bad.member_write_int32_everywhere: (adapters.member_written, _as_keywords,
+                                        {"member": "kv_cache_memory_bytes", "value": 2**32}),
+    bad.member_write_greatest_refused: (adapters.member_written, _as_keywords, {"member": "num_blocks", "value": 2**31 - 1}),
     bad.layout_field_inserted_mid_struct: (model_params_layout, inputs.no_arguments, {}),
     bad.layout_float_utilization: (model_params_layout, inputs.no_arguments, {}),
     bad.layout_int32_byte_budget: (model_params_layout, inputs.no_arguments, {}),

@@ -204,6 +204,15 @@ def f(items: list[int], limit: int = 3) -> int | None:
             total += item * 2
     assert total >= 0
     return total if items[0] is not None else None
+
+
+LIMIT = 3
+"""A constant's docstring: a bare string statement, not mutated either."""
+
+
+@dataclass(frozen=True)
+class Box:
+    size: int = 2
 '''
 
 
@@ -217,7 +226,10 @@ def test_the_operator_families_in_a_fixed_order() -> None:
     assert operators >= {"arith * -> //", "arith += -> -=", "compare > -> >=", "compare == -> !=", "compare is not -> is",
                          "boolean and -> or", "boolean drop not", "constant +1", "constant -1", "constant 0",
                          "negate condition", "drop statement", "return None", "index +1", "index -1"}
-    assert not any(m.line in (1, 5) for m in found)  # docstrings
+    assert not any(m.line in (1, 5, 15) for m in found)  # docstrings
+    assert {m.operator for m in found if m.line == 14} == {"constant +1", "constant -1", "constant 0", "drop statement"}
+    assert not any(m.line == 18 for m in found)  # a class's decorators, as a function's
+    assert {m.operator for m in found if m.line == 20} == {"constant +1", "constant -1", "constant 0", "drop statement"}
     assert {m.operator for m in found if m.line == 4} == {"constant +1", "constant -1", "constant 0"}  # the default,
     assert all("(items: list[int], limit: int = " in m.source for m in found)  # never the annotations
     for mutant in found:

@@ -376,3 +376,9 @@ def argv(data: Mapping[str, Any]) -> Call:
     """Call(list of command-line words)."""
     return Call(args=(list(data["argv"]),))
 
+
+
+def header_and_member(data: Mapping[str, Any]) -> Call:
+    """Call(configured header path, member=..., value=...) for the oracle that reads the member's width."""
+    spec_header({})
+    return Call(args=(str(configured_header()),), kwargs=dict(data))

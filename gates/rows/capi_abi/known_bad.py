@@ -24,8 +24,8 @@ from impl.entrypoints import example_cli
 from impl.entrypoints.model_loader import DEFAULT_GPU_MEMORY_UTILIZATION, EngineParams
 from impl.v1.kv_cache_interface import KVCacheConfig, kv_bytes_per_block
 
-from .subjects import (default_returned_by_value, describe, load_verdict, member_values, pool_from_members, through_c,
-                       verdict)
+from .subjects import (default_returned_by_value, describe, load_verdict, member_values, member_written,
+                       pool_from_members, through_c, verdict)
 
 
 def _mirror(label: str, *, retype: dict[str, type] | None = None,
@@ -68,6 +68,43 @@ def layout_int32_byte_budget() -> dict[str, object]:
 def layout_field_without_bump() -> dict[str, object]:
     """A member appended under the v16 label, with no version bump."""
     return struct_layout(APPENDED_NO_BUMP, APPENDED_NO_BUMP_SINCE)
+
+
+# --- member-write gate: .subjects:member_written(member, value) --------------------------------------------
+
+def member_write_wraps(member: str, value: int) -> int:
+    """Plain ctypes: an int past the member's C type is stored modulo 2**bits (2**32 + 5 reads back as 5)."""
+    params = ModelParams()
+    ctypes.Structure.__setattr__(params, member, value)
+    return getattr(params, member)
+
+
+def member_write_int32_everywhere(member: str, value: int) -> int:
+    """Every integer member checked against the int32_t range: the int64_t budget refuses 4 GiB."""
+    if not -2**31 <= value <= 2**31 - 1:
+        raise OverflowError(f"vllm_model_params.{member} is an int32_t: {value} does not fit")
+    return member_written(member, value)
+
+
+def member_write_greatest_refused(member: str, value: int) -> int:
+    """An off-by-one upper bound (``value < 2**(bits-1) - 1``): the greatest value the C type holds is refused."""
+    ctype = dict((name, c) for name, c, _ in MEMBERS)[member]
+    if value == (1 << (8 * ctypes.sizeof(ctype) - 1)) - 1:
+        raise OverflowError(f"vllm_model_params.{member}: {value} does not fit")
+    return member_written(member, value)
+
+
+# --- status-codes gate: impl.capi.layout:status_codes() -----------------------------------------------------
+
+def status_load_and_runtime_swapped() -> list[list[object]]:
+    """MODEL_LOAD and RUNTIME numbered the other way round: a C caller reads a load failure as a runtime one."""
+    swapped = {"VLLM_ERR_MODEL_LOAD": 3, "VLLM_ERR_RUNTIME": 2}
+    return [[status.name, swapped.get(status.name, int(status))] for status in VllmStatus]
+
+
+def status_unknown_minus_one() -> list[list[object]]:
+    """The catch-all status as -1, as many C libraries number it, where the header says 4."""
+    return [[status.name, -1 if status.name == "VLLM_ERR_UNKNOWN" else int(status)] for status in VllmStatus]
 
 
 # --- history gate: impl.capi.history:header_history(header_text) ------------------------------------------

@@ -136,3 +136,18 @@ def header_variants() -> st.SearchStrategy[dict[str, Any]]:
         return {"members": members, "abi_version": version, "history": history, "style": style}
 
     return variant()
+
+
+def member_writes() -> st.SearchStrategy[dict[str, Any]]:
+    """{member, value}: an integer member and an int on either side of its C type's bounds, or anywhere."""
+    int_members = [(name, ctype) for name, ctype, _ in V16_MEMBERS if ctype in ("int32_t", "int64_t")]
+
+    def near(member: tuple[str, str]) -> st.SearchStrategy[dict[str, Any]]:
+        bits = 32 if member[1] == "int32_t" else 64
+        least, greatest = -2**(bits - 1), 2**(bits - 1) - 1
+        edges = [least - 2, least - 1, least, least + 1, greatest - 1, greatest, greatest + 1, greatest + 2,
+                 greatest + 2**bits + 1]
+        value = st.sampled_from(edges) | st.integers(least * 4, greatest * 4)
+        return st.fixed_dictionaries({"member": st.just(member[0]), "value": value})
+
+    return st.sampled_from(int_members).flatmap(near)

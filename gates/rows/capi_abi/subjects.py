@@ -138,3 +138,11 @@ def engine_params_via_python(argv: Sequence[str]) -> dict[str, Any]:
     """The Python front door: the kv-plan flag code, then ``engine_params_from_args``; described."""
     return describe(engine_params_from_args(build_parser().parse_args(list(argv))))
 
+
+
+def member_written(member: str, value: int) -> int:
+    """``value`` assigned to ``member`` of a fresh ModelParams, read back: the binding refuses an int its C type
+    cannot hold rather than wrap it (CAPI-5.9)."""
+    params = ModelParams()
+    setattr(params, member, value)
+    return getattr(params, member)

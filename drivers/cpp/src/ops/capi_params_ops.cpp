@@ -1,5 +1,6 @@
-// CAPI-ABI operations that carry parameters through the struct: round-trip (gate round-trip: EngineParams ->
-// vllm_model_params -> a member-by-member copy -> EngineParams) and pool-from-v16-struct (gate zero-struct: a v16
+// CAPI-ABI operations that carry parameters through the struct: model-params-member-write (gate member-write: an int
+// assigned to one member), round-trip (gate round-trip: EngineParams -> vllm_model_params -> a member-by-member copy
+// -> EngineParams) and pool-from-v16-struct (gate zero-struct: a v16
 // struct holding v15 members sizes the pool as v15 did). Inputs as gates/rows/capi_abi/build.py engine_params and
 // v15_struct.
 #include <algorithm>
@@ -63,6 +64,18 @@ Value TextFields(const Value& fields) {
   }
   return out;
 }
+
+// An int assigned to an integer member of a fresh struct, read back (gate member-write): SetRawMember refuses what
+// the member's C type cannot hold (overflow_error, invalid-argument) instead of wrapping it.
+GATES_CAPI_OPERATION("model-params-member-write", [](const Value& input) -> Value {
+  const std::string name = input.at("member").get<std::string>();
+  const MemberInfo& member = vllm::capi::MemberOf(name);
+  if (member.kind != MemberKind::kInt32 && member.kind != MemberKind::kInt64)
+    throw std::invalid_argument("vllm_model_params has no signed integer member '" + name + "'");
+  vllm::capi::OwnedModelParams params;
+  SetRawMember(params, member, input.at("value"));
+  return vllm::capi::ReadMember(params.params, member).integer;
+});
 
 GATES_CAPI_OPERATION("round-trip", [](const Value& input) -> Value {
   const vllm::entrypoints::EngineParams params = gates::mem::EngineParamsFrom(TextFields(input));

@@ -1,9 +1,11 @@
 // CAPI-ABI operations on the struct itself: model-params-layout (gate layout), model-params-default-members
-// (defaults) and model-params-default-by-value (default-by-value). Inputs and outputs as
+// (defaults) and model-params-default-by-value (default-by-value); and the status enum: vllm-status-codes
+// (status-codes). Inputs and outputs as
 // gates/rows/capi_abi/operations.yaml; the Python bindings are impl/capi/layout.py and subjects.py.
 #include "capi_common.h"
 #include "vllm/capi/abi.h"
 #include "vllm/capi/library.h"
+#include "vllm/capi/load.h"
 
 extern "C" vllm_model_params vllm_model_params_default(void);  // the port's (src/vllm/capi/vllm_c.cpp)
 
@@ -19,6 +21,15 @@ GATES_CAPI_OPERATION("model-params-layout", [](const Value& input) -> Value {
   Value out = Value::object();
   out["sizeof"] = static_cast<int64_t>(sizeof(vllm_model_params));
   out["fields"] = fields;
+  return out;
+});
+
+// Every vllm_status the binding knows, in declaration order, with the code the header gives it.
+GATES_CAPI_OPERATION("vllm-status-codes", [](const Value& input) -> Value {
+  NoArguments(input);
+  Value out = Value::array();
+  for (vllm_status status : {VLLM_OK, VLLM_ERR_INVALID_ARGUMENT, VLLM_ERR_MODEL_LOAD, VLLM_ERR_RUNTIME, VLLM_ERR_UNKNOWN})
+    out.push_back(Value::array({std::string(vllm::capi::StatusName(status)), static_cast<int64_t>(status)}));
   return out;
 });
 
