@@ -248,7 +248,11 @@ def _scores(policy: Policy, actual: Any, expected: Any) -> tuple[Any, Any]:
 
     if policy.name == "exact" or actual.dtype.name not in FLOAT_DTYPES:
         differ = (_bits(actual) != _bits(expected)) if actual.dtype.name in FLOAT_DTYPES else (actual != expected)
-        return differ, np.where(differ, np.inf, 0.0)
+        if not differ.any():
+            return differ, np.zeros(differ.shape)
+        with np.errstate(invalid="ignore", over="ignore"):
+            error = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+        return differ, np.where(differ, np.where(np.isnan(error), np.inf, error), 0.0)  # ranked by |error|
     a, e = actual.astype(np.float64), expected.astype(np.float64)
     same = a == e
     if policy.equal_nan:
@@ -258,7 +262,8 @@ def _scores(policy: Policy, actual: Any, expected: Any) -> tuple[Any, Any]:
         units = _ulps(actual, expected)
         bad = ~same & (~finite | (units > np.uint64(int(policy.max or 0))))
         return bad, np.where(same, 0.0, np.where(finite, units.astype(np.float64), np.inf))
-    error = np.abs(a - e)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: a NaN error, told apart below
+        error = np.abs(a - e)
     if policy.name == "nmse":
         return ~same, np.where(same, 0.0, np.where(np.isfinite(error), error * error, np.inf))
     rtol, atol = tolerances(policy, actual.dtype.name)
@@ -330,22 +335,24 @@ def _describe(policy: Policy, path: str, actual: Any, expected: Any, used: float
         mismatched += int(np.count_nonzero(bad))
         a, e = a_flat[part].astype(np.float64), e_flat[part].astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            error = np.abs(a - e)
-            error = np.where((a == e) | (np.isnan(a) & np.isnan(e)), 0.0, np.where(np.isnan(error), np.inf, error))
-            relative = np.where(error == 0.0, 0.0, error / np.abs(e))
-            finite = np.isfinite(a) & np.isfinite(e)
-            squared_error += float(np.sum(np.square(a - e, where=finite, out=np.zeros_like(a))))
+            difference = a - e
+            finite = np.isfinite(difference)  # both finite (or an overflow: counted as infinitely off)
+            squared_error += float(np.sum(np.square(difference, where=finite, out=np.zeros_like(a))))
             squared_expected += float(np.sum(np.square(e, where=finite, out=np.zeros_like(e))))
+            error = np.abs(difference, out=difference)
+            error[np.isnan(error)] = np.inf
+            error[(a == e) | (np.isnan(a) & np.isnan(e))] = 0.0
+            relative = np.divide(error, np.abs(e), out=np.zeros_like(error), where=error != 0.0)
         at = int(np.argmax(error))
         if error[at] > max_abs:
             max_abs, max_abs_at = float(error[at]), part.start + at
         max_rel = max(max_rel, float(np.max(relative)))
-        ranked = np.where(bad, score, -1.0)
-        take = min(WORST, ranked.size)
-        for i in np.argpartition(ranked, ranked.size - take)[ranked.size - take:]:
-            if ranked[i] >= 0:
-                entry = (float(ranked[i]), -(part.start + int(i)))  # ties: the first index ranks higher
-                heapq.heappush(worst, entry) if len(worst) < WORST else heapq.heappushpop(worst, entry)
+        at_bad = np.flatnonzero(bad)
+        if at_bad.size > WORST:
+            at_bad = at_bad[np.argpartition(score[at_bad], at_bad.size - WORST)[at_bad.size - WORST:]]
+        for i in at_bad:
+            entry = (float(score[i]), -(part.start + int(i)))  # ties: the first index ranks higher
+            heapq.heappush(worst, entry) if len(worst) < WORST else heapq.heappushpop(worst, entry)
     shown = [_element(actual, expected, -at, score) for score, at in sorted(worst, reverse=True)]
     why = ""
     measured = _nmse(squared_error, squared_expected)
@@ -384,8 +391,8 @@ def _judge_tokens(policy: Policy, path: str, actual: Any, expected: Any, margins
     m_flat = _flat(margins).astype(np.float64)
     if m_flat.size and not (np.all(np.isfinite(m_flat)) and m_flat.min() >= 0):
         at = int(np.argmax(~np.isfinite(m_flat) | (m_flat < 0)))
-        index = list(np.unravel_index(at, margins.shape))
-        return None, f"{path}: the expected top-2 margin at {index} is {m_flat[at]!r}: margins are finite numbers >= 0"
+        index = [int(i) for i in np.unravel_index(at, margins.shape)]
+        return None, f"{path}: the expected top-2 margin at {index} is {float(m_flat[at])!r}: margins are finite numbers >= 0"
     if m_flat.size and bool(np.all(m_flat < band)):
         return None, (f"{path}: every one of its {m_flat.size} positions is within the near-tie band of {band:g} nats, so "
                       f"any answer would be excused: the case compares nothing")
