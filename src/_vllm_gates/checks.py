@@ -18,6 +18,7 @@ from _vllm_gates.model import Case, Gate, Raises, TargetRef
 from _vllm_gates.outcomes import NotImplementedBy
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import is_plain, render_value
+from _vllm_gates.value_agreement import AGREE, DISAGREE, Agreement, NothingCompared, ToleranceUsage, under_policy
 from _vllm_gates.worker_pool import AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, WorkerEnded, WorkerLost, WorkerPool
 
 CRASH_RESTARTS = 100  # properties: at most this many worker restarts for the judged impl's crashes while shrinking
@@ -290,6 +291,7 @@ class Tally:
     values: int = 0
     agreed_errors: int = 0
     not_implemented: int = 0  # examples the implementation answered not-implemented: skipped, as named cases are
+    usage: ToleranceUsage = field(default_factory=ToleranceUsage)  # the share of its tolerance the gate's policy used
 
     def not_implemented_reason(self) -> str:
         """Why properties with examples the implementation does not implement are NOT-IMPLEMENTED (issue 26)."""
@@ -300,13 +302,21 @@ class Tally:
                 f"{self.agreed_errors} on errors)")
 
 
-def _agree(rg: ResolvedGate, actual: Any, expected: Any) -> bool:
+def _agree(rg: ResolvedGate, actual: Any, expected: Any) -> Agreement:
+    """The gate's comparison of two values: its policy (issue 29), its compare function, or strict equality."""
     if actual is WRONG or expected is WRONG or isinstance(actual, WrongEverywhere) or isinstance(expected, WrongEverywhere):
-        return False  # the audit's stand-in: a gate's own compare need not know it
+        return DISAGREE  # the audit's stand-in: a gate's own compare need not know it
+    if rg.gate.policy is not None:
+        try:
+            return under_policy(rg.gate.policy, actual, expected)
+        except NothingCompared as nothing:
+            raise GateBroken(f"gate {rg.gate.id}: {nothing}") from None
+        except Exception as exc:  # numpy missing, or an array numpy cannot compare: the comparison is the gate's own
+            raise GateBroken(f"gate {rg.gate.id}: the {rg.gate.policy.name} comparison failed: {type(exc).__name__}: {exc}") from exc
     if rg.compare is None:
-        return strict_equal(actual, expected)
+        return AGREE if strict_equal(actual, expected) else DISAGREE
     try:
-        return bool(rg.compare(actual, expected))
+        return AGREE if rg.compare(actual, expected) else DISAGREE
     except Exception as exc:
         raise GateBroken(f"compare {rg.gate.compare.dotted if rg.gate.compare else ''} crashed: {type(exc).__name__}: {exc}") from exc
 
@@ -319,12 +329,13 @@ def errors_agree(impl: Raised, oracle: Raised, subject: Subject | None = None) -
     return impl.is_a(oracle.type_name)
 
 
-def outcomes_agree(rg: ResolvedGate, impl: Outcome, oracle: Outcome, subject: Subject | None = None) -> bool:
+def outcomes_agree(rg: ResolvedGate, impl: Outcome, oracle: Outcome, subject: Subject | None = None) -> Agreement:
     """Both return equal values, or both raise errors that agree."""
-    if impl is oracle and impl.digest is not None and impl.error is None and rg.compare is None:
-        return True  # one reply's content, parsed once: strict equality is reflexive on plain data
+    if impl is oracle and impl.digest is not None and impl.error is None and rg.compare is None and rg.gate.policy is None:
+        return AGREE  # one reply's content, parsed once: strict equality is reflexive on plain data
     if impl.error is not None or oracle.error is not None:
-        return impl.error is not None and oracle.error is not None and errors_agree(impl.error, oracle.error, subject)
+        agree = impl.error is not None and oracle.error is not None and errors_agree(impl.error, oracle.error, subject)
+        return AGREE if agree else DISAGREE
     return _agree(rg, impl.value, oracle.value)
 
 
@@ -364,9 +375,12 @@ def _raises_text(raises: Raises, impl: Subject) -> str:
     return f"raises {_raised_name(raises, impl)}" + (f" matching {raises.match!r}" if raises.match else "")
 
 
-def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool = True, following: Sequence[Case] = ()) -> int:
+def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool = True, following: Sequence[Case] = (),
+               usage: ToleranceUsage | None = None) -> int:
     """Run one named case; return the number of checks made, raise Mismatch on disagreement. ``following``: the
-    case items that run next on the same subject, whose calls may be sent with this one's."""
+    case items that run next on the same subject, whose calls may be sent with this one's; ``usage``: notes the
+    share of its tolerance each passing comparison of the impl used."""
+    usage = usage if usage is not None else ToleranceUsage()
     where = f"{case.location}: gate {rg.gate.id}, case {case.name!r}"
     ahead = requests_ahead(rg, impl, following) if following else None
     try:
@@ -397,21 +411,27 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
         return checks
     if case.has_expect:
         checks += 1
-        if got.error is not None or not _agree(rg, got.value, case.expect):
+        agreement = DISAGREE if got.error is not None else _agree(rg, got.value, case.expect)
+        if not agreement:
             def lines() -> list[tuple[str, str]]:
                 shown = [("impl", got.describe()), ("expected", render_value(case.expect))]
-                return shown + ([("oracle", oracle_got.describe())] if oracle_got is not None else [])
+                return shown + ([("oracle", oracle_got.describe())] if oracle_got is not None else []) + agreement.lines()
             raise Mismatch("impl does not return the expected value", where, case.input, lines)
+        usage.note(agreement)
         if oracle_got is not None and check_oracle:
             checks += 1
-            if oracle_got.error is not None or not _agree(rg, oracle_got.value, case.expect):
+            agreement = DISAGREE if oracle_got.error is not None else _agree(rg, oracle_got.value, case.expect)
+            if not agreement:
                 raise Mismatch("the oracle does not return the expected value (the oracle or the case is wrong)", where, case.input,
-                               [("oracle", oracle_got.describe()), ("expected", render_value(case.expect)), ("impl", got.describe())])
+                               [("oracle", oracle_got.describe()), ("expected", render_value(case.expect)), ("impl", got.describe()),
+                                *agreement.lines()])
     if oracle_got is not None:
         checks += 1
-        if not outcomes_agree(rg, got, oracle_got, impl):
+        agreement = outcomes_agree(rg, got, oracle_got, impl)
+        if not agreement:
             raise Mismatch("impl disagrees with the oracle", where, case.input,
-                           lambda: [("impl", got.describe()), ("oracle", oracle_got.describe())])
+                           lambda: [("impl", got.describe()), ("oracle", oracle_got.describe()), *agreement.lines()])
+        usage.note(agreement)
     return checks
 
 
@@ -459,9 +479,15 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
             broken.append(error)
             raise
         tally.examples += 1
-        if not outcomes_agree(rg, got, want, impl):
+        try:
+            agreement = outcomes_agree(rg, got, want, impl)
+        except GateBroken as error:
+            broken.append(error)
+            raise
+        if not agreement:
             raise Mismatch("impl disagrees with the oracle on a generated input", where, data,
-                           [("impl", got.describe()), ("oracle", want.describe())], shrunk=not hunting)
+                           [("impl", got.describe()), ("oracle", want.describe()), *agreement.lines()], shrunk=not hunting)
+        tally.usage.note(agreement)
         if got.error is None:
             tally.values += 1
         else:

@@ -13,6 +13,7 @@ from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
 from _vllm_gates.model import BrokenGate, Case, Gate, GateFile, KnownBad, Operation, Properties, Raises, Roadmap, Row, TargetRef
 from _vllm_gates.operations import OPERATION_NAME, load_operations, operations_path
 from _vllm_gates.patterns import files_matching, pattern_parts
+from _vllm_gates.policies import Policy, read_policy
 from _vllm_gates.roadmap import ROW_ID
 from _vllm_gates.specdoc import REQUIREMENT_ID, requirements_in
 from _vllm_gates.config import is_absolute, outside_root
@@ -278,7 +279,7 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> tupl
             reader.problem(place, f"{key}.markers", f"unknown marker {show(marker)} (accepted: {', '.join(reader.markers)})")
     oracle = _target(reader, body, "oracle", f"{key}.oracle") if "oracle" in body else None
     operation, impl, build_impl, build_oracle = _impl_side(reader, body, key)
-    compare = _target(reader, body, "compare", f"{key}.compare") if "compare" in body else None
+    compare, policy = _compare(reader, body, key)
     has_oracle = "oracle" in body
     routes: dict[str, CaseRoute] = {}
     every_case = _cases(reader, body, key, has_oracle, routes)
@@ -297,11 +298,21 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> tupl
     if not (gate_id and milestone and impl and markers):
         return None, []
     gate = Gate(gate_id, body.location, milestone, tuple(covers), tuple(markers), impl, oracle, build_impl,
-                build_oracle, compare, tuple(cases), properties, tuple(known_bad), description, timeout, operation)
+                build_oracle, compare, tuple(cases), properties, tuple(known_bad), description, timeout, operation,
+                policy=policy)
     if "upstream" not in body:
         return gate, []
     parts = LegParts(_target, _properties, context.declared, context.spec)
     return gate, legs(reader, body, key, gate, routes, every_case, reader.parity_marker, parts)
+
+
+def _compare(reader: GateReader, body: YMap, key: str) -> tuple[TargetRef | None, Policy | None]:
+    """`compare:` as a target (a function of actual and expected) or a policy mapping (policies.py)."""
+    if "compare" not in body:
+        return None, None
+    if isinstance(body["compare"], YMap):
+        return None, read_policy(reader, body["compare"], f"{key}.compare")
+    return _target(reader, body, "compare", f"{key}.compare"), None
 
 
 def _impl_side(reader: GateReader, body: YMap, key: str) -> tuple[str | None, TargetRef | None, TargetRef | None, TargetRef | None]:

@@ -18,6 +18,7 @@ from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_ex
 from _vllm_gates.implementations import PYTHON
 from _vllm_gates.render import render_case, render_value
 from _vllm_gates.outcomes import NotImplementedBy, SkipCause
+from _vllm_gates.value_agreement import ToleranceUsage
 
 
 class ItemKind(str, Enum):
@@ -51,6 +52,8 @@ class ItemRecord:
     values: int = 0  # properties: examples where impl and oracle both gave a value that was compared
     agreed_errors: int = 0  # properties: examples where both raised errors that agree
     rejected_item: str = ""  # a known-bad's or the audit's: the case (its name) or "properties" that rejected it
+    tolerance_used: float | None = None  # a policy's passing comparisons: the most of its tolerance one used (issue 29)
+    excused: int = 0  # the tokens policy: near-tie positions its passing comparisons excused
 
 
 RECORD = pytest.StashKey[ItemRecord]()
@@ -151,7 +154,9 @@ class CaseItem(GateItem):
             self.skip_for(self.resolved.not_implemented)
         cases, at = self.run_of
         following = cases[at + 1:at + 1 + checks.AHEAD_REQUESTS] if cases else ()
-        return ItemRecord(checks.check_case(self.resolved, self.case, self.resolved.impl, following=following))
+        usage = ToleranceUsage()
+        made = checks.check_case(self.resolved, self.case, self.resolved.impl, following=following, usage=usage)
+        return ItemRecord(made, tolerance_used=usage.used, excused=usage.excused)
 
 
 def link_runs(items: list[pytest.Item]) -> None:
@@ -195,7 +200,8 @@ class PropertiesItem(GateItem):
         seed = self.config.stash.get(RUN_SEED, None)
         tally = checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared),
                                       seed=seed.for_gate(self.identity.row, self.identity.gate) if seed else None)
-        record = ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors)
+        record = ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors,
+                            tolerance_used=tally.usage.used, excused=tally.usage.excused)
         if tally.not_implemented:  # examples skipped as named cases are: the gate is NOT-IMPLEMENTED, never PASS
             self.stash[RECORD] = record
             self.skip_for(NotImplementedBy(self.config.getoption("gates_impl") or PYTHON, tally.not_implemented_reason()))

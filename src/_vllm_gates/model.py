@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _vllm_gates.errors import Location, Problem
+
+if TYPE_CHECKING:
+    from _vllm_gates.policies import Policy
 
 STATES = ("INVENTORIED", "SPIKE", "READY", "ACTIVE", "GATING", "PARTIAL", "DONE", "BLOCKED")
 
@@ -96,6 +99,7 @@ class Gate:
     operation: str | None = None  # the row's operation the impl side is (operations.yaml); None: a Python target only
     leg_of: str | None = None  # the gate whose `upstream:` leg this is (upstream_legs.py); None: a gate as written
     deviations: tuple[str, ...] = ()  # a deviation leg: the declared deviations (spec/deviations.yaml) it checks
+    policy: Policy | None = None  # `compare: {policy: ...}`: how arrays in results are compared (policies.py, issue 29)
 
     def targets(self) -> list[TargetRef]:
         """Every target the gate names, for resolution at collection."""

@@ -484,6 +484,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     run = gate_run(item.config)
     if run is not None:
         run.record(item, report)
+        record = item.stash.get(RECORD, None) if isinstance(item, GateItem) and report.when == "call" else None
+        if record is not None and record.tolerance_used is not None:  # JUnit: the item's test case carries it
+            item.user_properties.append(("tolerance_used", f"{record.tolerance_used:.6g}"))  # (as record_property does)
         if isinstance(item, GateItem) and xdist_run.is_worker(item.config):
             xdist_run.attach(report, item.identity, item.stash.get(RECORD, None), item.stash.get(SKIP_CAUSE, None))
         if report.when == "teardown":

@@ -113,10 +113,30 @@ def table(report: RunReport) -> str:
     counts = operation_lines(report)
     if counts:
         out += ["", *counts]
+    near_edge = tolerance_lines(report)
+    if near_edge:
+        out += ["", *near_edge]
     reasons = _unmet(report)
     if reasons:
         out += ["", *reasons]
     return "\n".join(out)
+
+
+NEAR_EDGE = 0.5  # a gate whose passing comparisons used more than this share of their tolerance is listed
+
+
+def tolerance_lines(report: RunReport) -> list[str]:
+    """The gates that used more than half of their comparison policy's tolerance, so that drift toward the edge
+    is seen before it fails (issue 29 item 4)."""
+    found = [f"  {row.row}::{gate.gate}: {gate.tolerance_used:.0%} of its tolerance"
+             for row in report.rows for gate in row.gates if gate.tolerance_used is not None and gate.tolerance_used > NEAR_EDGE]
+    return ["used more than half of their tolerance:", *found] if found else []
+
+
+def tolerance_properties(report: RunReport, row_id: str, milestone: str | None) -> list[tuple[str, str]]:
+    """JUnit properties of a claim's test case: the tolerance each of its gates used (a row's claim: every gate)."""
+    return [(f"tolerance_used[{gate.gate}]", f"{gate.tolerance_used:.6g}") for row in report.rows if row.row == row_id
+            for gate in row.gates if gate.tolerance_used is not None and milestone in (None, gate.milestone)]
 
 
 def operation_lines(report: RunReport) -> list[str]:
@@ -240,6 +260,9 @@ def markdown(report: RunReport, exit_code: int) -> str:
     counts = operation_lines(report)
     if counts:
         lines += ["", *[f"- {one_line(line)}" for line in counts]]
+    near_edge = tolerance_lines(report)
+    if near_edge:
+        lines += ["", near_edge[0], *[f"- {line.strip()}" for line in near_edge[1:]]]
     header, body = _table(report)
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(one_line(cell).replace("|", "\\|") for cell in r) + " |" for r in body]
@@ -257,11 +280,13 @@ def junit_claims(report: RunReport) -> str:
     for row in report.rows:
         for claim in (c for c in (*row.milestones, row.claim) if c.judged):
             name = quoteattr(f"{row.row}::{claim.milestone or '(row)'}::claim[{claim.claimed}]")
-            if claim.claim_met:
-                cases.append(f'  <testcase classname="vllm-gates" name={name} time="0"/>')
-            else:
-                message = quoteattr(f"{claim.verdict.value}: {claim.reason}")
-                cases.append(f'  <testcase classname="vllm-gates" name={name} time="0"><failure message={message}/></testcase>')
+            properties = "".join(f"<property name={quoteattr(key)} value={quoteattr(value)}/>"
+                                 for key, value in tolerance_properties(report, row.row, claim.milestone))
+            body = f"<properties>{properties}</properties>" if properties else ""
+            if not claim.claim_met:
+                body += f"<failure message={quoteattr(f'{claim.verdict.value}: {claim.reason}')}/>"
+            cases.append(f'  <testcase classname="vllm-gates" name={name} time="0">{body}</testcase>' if body else
+                         f'  <testcase classname="vllm-gates" name={name} time="0"/>')
     failures = sum(c.judged and not c.claim_met for r in report.rows for c in (*r.milestones, r.claim))
     return ('<?xml version="1.0" encoding="utf-8"?>\n'
             f'<testsuites><testsuite name="vllm-gates" tests="{len(cases)}" failures="{failures}" errors="0" skipped="0">\n'

@@ -26,7 +26,7 @@ from _vllm_gates.partial import judge_partial, selection
 from _vllm_gates.profiles import RunSeed, current_profile_name
 from _vllm_gates.project import Project
 from _vllm_gates.mutation_claims import MutationEvidence, judge_strength
-from _vllm_gates.reports import junit_claims, markdown, table, write_atomic, write_json
+from _vllm_gates.reports import junit_claims, markdown, table, tolerance_properties, write_atomic, write_json
 from _vllm_gates.worker_pool import WorkerPool
 from _vllm_gates.evidence import Device, GateEvidence, assess, environment, fill_evidence, this_device, with_fingerprints
 from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
@@ -53,6 +53,8 @@ class _Partial:
     rejected_by: str = ""
     values: int = 0
     agreed_errors: int = 0
+    tolerance_used: float | None = None
+    excused: int = 0
 
 
 @dataclass(eq=False)
@@ -124,6 +126,7 @@ class GateRun:
         if found is not None:
             entry.checks, entry.rejected_by = found.checks, found.rejected_by
             entry.values, entry.agreed_errors = found.values, found.agreed_errors
+            entry.tolerance_used, entry.excused = found.tolerance_used, found.excused
         if report.skipped:
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
@@ -139,7 +142,8 @@ class GateRun:
         return [ItemResult(nodeid=nodeid, row=e.identity.row, gate=e.identity.gate, milestone=e.identity.milestone,
                            kind=e.identity.kind.value, name=nodeid.rsplit("::", 1)[-1], outcome=e.outcome, checks=e.checks,
                            detail=e.rejected_by if e.outcome == ItemOutcome.PASSED else e.detail, duration=round(e.duration, 6),
-                           values=e.values, agreed_errors=e.agreed_errors, cause=e.cause)
+                           values=e.values, agreed_errors=e.agreed_errors, cause=e.cause,
+                           tolerance_used=e.tolerance_used if e.outcome == ItemOutcome.PASSED else None, excused=e.excused)
                 for nodeid, e in self._results.items()]
 
     def scope(self, roadmap: Roadmap) -> list[str]:
@@ -298,10 +302,12 @@ def _add_claims_to_junit(config: pytest.Config, report: RunReport) -> None:
             name = f"{row.row}::{claim.milestone or '(row)'}::claim[{claim.claimed}]"
             outcome = "passed" if claim.claim_met else "failed"
             longrepr = None if claim.claim_met else f"{claim.verdict.value}: {claim.reason}"
+            properties = tolerance_properties(report, row.row, claim.milestone)
             for when, result in (("call", outcome), ("teardown", "passed")):
                 write(pytest.TestReport(
                     nodeid=f"vllm-gates::{name}", location=("vllm-gates", 0, name), keywords={}, outcome=result,
-                    longrepr=longrepr if when == "call" else None, when=when, duration=0.0))
+                    longrepr=longrepr if when == "call" else None, when=when, duration=0.0,
+                    user_properties=properties if when == "teardown" else []))
 
 
 def judge_without_items(project: Project, options: dict[str, Any]) -> int:

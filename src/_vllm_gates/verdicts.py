@@ -49,6 +49,8 @@ class ItemResult:
     values: int = 0  # properties: examples whose values were compared
     agreed_errors: int = 0  # properties: examples where impl and oracle raised errors that agree
     cause: SkipCause | None = None  # why it was skipped, as data (reports show ``detail``, not this)
+    tolerance_used: float | None = None  # a passing item under a policy: the most of its tolerance one comparison used
+    excused: int = 0  # the tokens policy: near-tie positions excused
 
     @property
     def not_implemented(self) -> NotImplementedBy | None:
@@ -88,6 +90,8 @@ class GateResult:
     simulated: bool = False
     partial: bool = False  # a partial selection ran only some of its items: judged on those, never evidence (issue 25)
     leg_of: str = ""  # the gate whose `upstream:` parity or deviation leg this is ("": a gate as written)
+    tolerance_used: float | None = None  # the most of its policy's tolerance its passing cases and examples used (issue 29)
+    excused: int = 0  # the tokens policy: near-tie positions its cases and examples excused
 
 
 @dataclass(frozen=True)
@@ -285,7 +289,13 @@ def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[st
         sum(i.values for i in items if i.kind == "properties"),
         sum(i.agreed_errors for i in items if i.kind == "properties"), not_run if executed else (),
         executed=executed and bool(items), run_verdict=first_hand[0], run_reason=first_hand[1], basis=basis,
-        leg_of=gate.leg_of or "")
+        leg_of=gate.leg_of or "", tolerance_used=tolerance_used(items), excused=sum(i.excused for i in items))
+
+
+def tolerance_used(items: list[ItemResult]) -> float | None:
+    """The most of its tolerance a gate's passing cases and examples used (None: no policy compared anything)."""
+    found = [i.tolerance_used for i in items if i.kind in ("case", "properties") and i.tolerance_used is not None]
+    return max(found) if found else None
 
 
 def _broken_gate(row: str, broken: BrokenGate, items: list[ItemResult]) -> GateResult:
