@@ -46,9 +46,17 @@ def params_view(params: EngineParams) -> dict[str, Any]:
             "utilization_explicit": params.gpu_memory_utilization_is_explicit}
 
 
+def engine_params_view(params: EngineParams) -> dict[str, Any]:
+    """:func:`params_view` plus the other integer members, whose C++ defaults MEM-1.1 fixes."""
+    return {**params_view(params), "max_num_seqs": params.max_num_seqs,
+            "max_num_batched_tokens": params.max_num_batched_tokens,
+            "enable_prefix_caching": params.enable_prefix_caching,
+            "enable_jump_forward": params.enable_jump_forward, "device": params.device}
+
+
 def engine_params(**fields: Any) -> dict[str, Any]:
-    """``EngineParams(**fields)`` seen through :func:`params_view`."""
-    return params_view(EngineParams(**fields))
+    """``EngineParams(**fields)`` seen through :func:`engine_params_view`."""
+    return engine_params_view(EngineParams(**fields))
 
 
 def params_from_argv(argv: list[str]) -> dict[str, Any]:
