@@ -111,4 +111,13 @@ def kv_plan_summary(model: str, argv: list[str]) -> dict[str, Any]:
             "decided_by": result["decided_by"], "kv_cache_tokens": result["kv_cache_tokens"],
             "group_bytes_per_block": [g["bytes_per_block"] for g in result["groups"]],
             "max_concurrency": None if concurrency is None else round(concurrency, 4),
-            "warned": bool(result["warnings"])}
+            "warned": bool(result["warnings"]), "vllm": _vllm_pool_summary(result["vllm_pool"])}
+
+
+def _vllm_pool_summary(pool: Mapping[str, Any]) -> dict[str, Any]:
+    """kv-plan's vLLM section less its free text and per-group lines (MEM-2.12)."""
+    concurrency = pool["max_concurrency"]
+    return {"computed": pool["computed"], "decided_by": pool["decided_by"], "bytes_per_block": pool["bytes_per_block"],
+            "num_blocks": pool["num_blocks"], "kv_cache_tokens": pool["kv_cache_tokens"],
+            "max_concurrency": None if concurrency is None else round(concurrency, 4),
+            "agrees_with_port": pool["agrees_with_port"]}
