@@ -110,6 +110,7 @@ def kv_plan_summary(model: str, argv: list[str]) -> dict[str, Any]:
     return {"bytes_per_block": result["bytes_per_block"], "num_blocks": result["num_blocks"],
             "decided_by": result["decided_by"], "kv_cache_tokens": result["kv_cache_tokens"],
             "group_bytes_per_block": [g["bytes_per_block"] for g in result["groups"]],
+            "group_state_bytes": [g["state_bytes_per_sequence"] for g in result["groups"]],
             "max_concurrency": None if concurrency is None else round(concurrency, 4),
             "warned": bool(result["warnings"]), "vllm": _vllm_pool_summary(result["vllm_pool"])}
 

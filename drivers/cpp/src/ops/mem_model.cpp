@@ -56,6 +56,9 @@ GATES_MEM_OPERATION("kv-plan-summary", [](const Value& input) -> Value {
   Value groups = Value::array();
   for (const auto& group : plan.groups) groups.push_back(group.bytes_per_block);
   out["group_bytes_per_block"] = groups;
+  Value states = Value::array();
+  for (const auto& group : plan.groups) states.push_back(group.state_bytes_per_sequence);
+  out["group_state_bytes"] = states;
   out["max_concurrency"] = plan.max_concurrency ? Value(vllm::v1::PyRound(*plan.max_concurrency, 4)) : Value();
   out["warned"] = !plan.warnings.empty();
   Value pool = Value::object();
