@@ -39,15 +39,6 @@ _ONE_BYTE_KV = {"int8_per_token_head": "int8"}
 LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
 
 
-def __getattr__(name: str) -> Any:
-    """``MODEL_DTYPES`` (name -> torch.dtype) is made on first use, so that importing this module needs no torch."""
-    if name == "MODEL_DTYPES":
-        import torch
-
-        return {dtype: getattr(torch, dtype) for dtype in MODEL_DTYPE_NAMES}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def text_model_config(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A multimodal config's ``text_config`` (the top-level dtype kept), else the config itself."""
     text = raw.get("text_config")

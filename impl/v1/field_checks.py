@@ -18,25 +18,22 @@ def check_int(owner: str, name: str, value: Any, *, minimum: int) -> int:
     return value
 
 
-def check_optional_int(owner: str, name: str, value: Any, *, minimum: int) -> int | None:
+def check_optional_int(owner: str, name: str, value: Any, *, minimum: int) -> None:
     """Like :func:`check_int`, but ``None`` (unset) is accepted."""
-    if value is None:
-        return None
-    return check_int(owner, name, value, minimum=minimum)
+    if value is not None:
+        check_int(owner, name, value, minimum=minimum)
 
 
-def check_choice(owner: str, name: str, value: Any, choices: tuple[Any, ...]) -> Any:
-    """Return ``value`` if it is one of ``choices`` (bools never match ints)."""
+def check_choice(owner: str, name: str, value: Any, choices: tuple[Any, ...]) -> None:
+    """Refuse ``value`` unless it is one of ``choices`` (bools never match ints)."""
     if isinstance(value, bool) or value not in choices:
         raise ValueError(f"{owner}.{name} must be one of {list(choices)}, got {value!r}")
-    return value
 
 
-def check_optional_str(owner: str, name: str, value: Any) -> str | None:
-    """Return ``value`` if it is a str or ``None``."""
+def check_optional_str(owner: str, name: str, value: Any) -> None:
+    """Refuse ``value`` unless it is a str or ``None``."""
     if value is not None and not isinstance(value, str):
         raise TypeError(f"{owner}.{name} must be a str or None, got {value!r} ({type(value).__name__})")
-    return value
 
 
 def check_fraction(owner: str, name: str, value: Any) -> float:

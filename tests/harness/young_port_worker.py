@@ -208,6 +208,7 @@ def engine_params(data: dict):
             raise Raised(f"EngineParams.{name} must be one of [0, 1, 2] (an int), got {value!r}")
         if value not in (0, 1, 2):
             raise Raised(f"EngineParams.{name} must be one of [0, 1, 2], got {value!r}")
+        values[name] = value
     utilization = data.get("gpu_memory_utilization", 0.92)
     if type(utilization) not in (int, float):
         raise Raised(f"EngineParams.gpu_memory_utilization must be a finite float in (0, 1], got {utilization!r}")
@@ -215,7 +216,9 @@ def engine_params(data: dict):
         raise Raised(f"EngineParams.gpu_memory_utilization must be a finite float in (0, 1], got {float(utilization)!r}")
     return {"block_size": values["block_size"], "num_blocks": values["num_blocks"],
             "kv_cache_memory_bytes": values["kv_cache_memory_bytes"], "max_model_len": values["max_model_len"],
-            "gpu_memory_utilization": float(utilization), "utilization_explicit": "gpu_memory_utilization" in data}
+            "gpu_memory_utilization": float(utilization), "utilization_explicit": "gpu_memory_utilization" in data,
+            **{name: values[name] for name in ("max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching",
+                                               "enable_jump_forward", "device")}}
 
 
 OPERATIONS = {"layout-query": layout_query, "group-ranks": group_ranks, "rank-groups": rank_groups,

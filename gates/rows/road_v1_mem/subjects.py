@@ -46,9 +46,17 @@ def params_view(params: EngineParams) -> dict[str, Any]:
             "utilization_explicit": params.gpu_memory_utilization_is_explicit}
 
 
+def engine_params_view(params: EngineParams) -> dict[str, Any]:
+    """:func:`params_view` plus the other integer members, whose C++ defaults MEM-1.1 fixes."""
+    return {**params_view(params), "max_num_seqs": params.max_num_seqs,
+            "max_num_batched_tokens": params.max_num_batched_tokens,
+            "enable_prefix_caching": params.enable_prefix_caching,
+            "enable_jump_forward": params.enable_jump_forward, "device": params.device}
+
+
 def engine_params(**fields: Any) -> dict[str, Any]:
-    """``EngineParams(**fields)`` seen through :func:`params_view`."""
-    return params_view(EngineParams(**fields))
+    """``EngineParams(**fields)`` seen through :func:`engine_params_view`."""
+    return engine_params_view(EngineParams(**fields))
 
 
 def params_from_argv(argv: list[str]) -> dict[str, Any]:
@@ -102,5 +110,15 @@ def kv_plan_summary(model: str, argv: list[str]) -> dict[str, Any]:
     return {"bytes_per_block": result["bytes_per_block"], "num_blocks": result["num_blocks"],
             "decided_by": result["decided_by"], "kv_cache_tokens": result["kv_cache_tokens"],
             "group_bytes_per_block": [g["bytes_per_block"] for g in result["groups"]],
+            "group_state_bytes": [g["state_bytes_per_sequence"] for g in result["groups"]],
             "max_concurrency": None if concurrency is None else round(concurrency, 4),
-            "warned": bool(result["warnings"])}
+            "warned": bool(result["warnings"]), "vllm": _vllm_pool_summary(result["vllm_pool"])}
+
+
+def _vllm_pool_summary(pool: Mapping[str, Any]) -> dict[str, Any]:
+    """kv-plan's vLLM section less its free text and per-group lines (MEM-2.12)."""
+    concurrency = pool["max_concurrency"]
+    return {"computed": pool["computed"], "decided_by": pool["decided_by"], "bytes_per_block": pool["bytes_per_block"],
+            "num_blocks": pool["num_blocks"], "kv_cache_tokens": pool["kv_cache_tokens"],
+            "max_concurrency": None if concurrency is None else round(concurrency, 4),
+            "agrees_with_port": pool["agrees_with_port"]}

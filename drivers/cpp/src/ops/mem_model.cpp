@@ -56,8 +56,21 @@ GATES_MEM_OPERATION("kv-plan-summary", [](const Value& input) -> Value {
   Value groups = Value::array();
   for (const auto& group : plan.groups) groups.push_back(group.bytes_per_block);
   out["group_bytes_per_block"] = groups;
+  Value states = Value::array();
+  for (const auto& group : plan.groups) states.push_back(group.state_bytes_per_sequence);
+  out["group_state_bytes"] = states;
   out["max_concurrency"] = plan.max_concurrency ? Value(vllm::v1::PyRound(*plan.max_concurrency, 4)) : Value();
   out["warned"] = !plan.warnings.empty();
+  Value pool = Value::object();
+  const auto& section = plan.vllm;
+  pool["computed"] = section.computed;
+  pool["decided_by"] = section.computed ? Value(section.decided_by) : Value();
+  pool["bytes_per_block"] = section.computed ? Value(section.bytes_per_block) : Value();
+  pool["num_blocks"] = section.computed ? Value(section.num_blocks) : Value();
+  pool["kv_cache_tokens"] = section.computed ? Value(section.kv_cache_tokens) : Value();
+  pool["max_concurrency"] = section.computed ? Value(vllm::v1::PyRound(section.max_concurrency, 4)) : Value();
+  pool["agrees_with_port"] = section.computed ? Value(section.agrees_with_port) : Value();
+  out["vllm"] = pool;
   return out;
 });
 

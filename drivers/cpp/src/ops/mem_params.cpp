@@ -100,4 +100,14 @@ Value ParamsView(const EngineParams& params) {
   return view;
 }
 
+Value EngineParamsView(const EngineParams& params) {
+  Value view = ParamsView(params);
+  view["max_num_seqs"] = params.max_num_seqs;
+  view["max_num_batched_tokens"] = params.max_num_batched_tokens;
+  view["enable_prefix_caching"] = params.enable_prefix_caching;
+  view["enable_jump_forward"] = params.enable_jump_forward;
+  view["device"] = params.device;
+  return view;
+}
+
 }  // namespace gates::mem

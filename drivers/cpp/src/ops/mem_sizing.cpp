@@ -58,7 +58,9 @@ GATES_MEM_OPERATION("blocks-and-warning", [](const Value& input) -> Value {
   return out;
 });
 
-GATES_MEM_OPERATION("engine-params", [](const Value& input) -> Value { return ParamsView(EngineParamsFrom(input)); });
+GATES_MEM_OPERATION("engine-params", [](const Value& input) -> Value {
+  return EngineParamsView(EngineParamsFrom(input));
+});
 
 GATES_MEM_OPERATION("parse-size", [](const Value& input) -> Value {
   Mapping(input, "a parse-size input");

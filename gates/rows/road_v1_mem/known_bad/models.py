@@ -64,3 +64,12 @@ def fallback_reported_as_utilization(model: str, argv: list[str]) -> dict[str, A
     if summary["decided_by"] == "fallback":
         return {**summary, "decided_by": "gpu_memory_utilization"}
     return summary
+
+
+def vllm_section_as_port(model: str, argv: list[str]) -> dict[str, Any]:
+    """vLLM's pool reported with the port's figures (blocks summed over groups), as if the two models agreed."""
+    summary = kv_plan_summary(model, argv)
+    if not summary["vllm"]["computed"]:
+        return summary
+    port = {key: summary[key] for key in ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency")}
+    return {**summary, "vllm": {**summary["vllm"], **port, "agrees_with_port": True}}

@@ -10,7 +10,7 @@ from impl.entrypoints.model_loader import EngineParams, resolve_num_blocks
 from impl.entrypoints.sizes import BINARY_UNITS, parse_size
 from impl.v1.kv_cache_interface import kv_bytes_per_block
 
-from ..subjects import blocks_and_warning, params_from_argv, params_view
+from ..subjects import blocks_and_warning, engine_params_view, params_from_argv
 
 # --- resolve_num_blocks(params, probe, profile=None) ---------------------------------------------------
 
@@ -85,24 +85,24 @@ def utilization_unchecked(**fields: Any) -> dict[str, Any]:
     params = EngineParams(**fields)
     if utilization is not None:
         object.__setattr__(params, "gpu_memory_utilization", utilization)
-    return params_view(params)
+    return engine_params_view(params)
 
 
 def bools_taken_as_ints(**fields: Any) -> dict[str, Any]:
     """True/False accepted as 1/0 for integer knobs."""
-    return params_view(EngineParams(**{k: int(v) if isinstance(v, bool) else v for k, v in fields.items()}))
+    return engine_params_view(EngineParams(**{k: int(v) if isinstance(v, bool) else v for k, v in fields.items()}))
 
 
 def negative_bytes_clamped(**fields: Any) -> dict[str, Any]:
     """A negative byte budget silently treated as unset."""
     if isinstance(fields.get("kv_cache_memory_bytes"), int):
         fields["kv_cache_memory_bytes"] = max(0, fields["kv_cache_memory_bytes"])
-    return params_view(EngineParams(**fields))
+    return engine_params_view(EngineParams(**fields))
 
 
 def default_counts_as_explicit(**fields: Any) -> dict[str, Any]:
     """The default utilization indistinguishable from a chosen 0.92."""
-    return {**params_view(EngineParams(**fields)), "utilization_explicit": True}
+    return {**engine_params_view(EngineParams(**fields)), "utilization_explicit": True}
 
 
 # --- params_from_argv(argv) ----------------------------------------------------------------------------

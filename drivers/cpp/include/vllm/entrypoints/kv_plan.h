@@ -22,6 +22,18 @@ struct KvPlanGroup {
   int64_t state_bytes_per_sequence = 0;   // page * layers for recurrent groups, else 0
 };
 
+// vLLM 0.33.0's model of the same pool (vllm::v1::BuildVllmPool), as kv-plan shows it beside the port's figures.
+struct KvPlanVllm {
+  bool computed = false;            // false when vllm::v1::UnmodelledReason names the layout; the rest is unset
+  std::string reason;               // why not computed
+  std::string decided_by;           // "num_blocks", "kv_cache_memory_bytes" or "port_pool_memory"
+  int64_t bytes_per_block = 0;
+  int64_t num_blocks = 0;
+  int64_t kv_cache_tokens = 0;
+  double max_concurrency = 0.0;
+  bool agrees_with_port = false;    // bytes per block, blocks, tokens and concurrency all equal the port's
+};
+
 struct KvPlan {
   std::string model_config;
   std::string architecture;
@@ -38,6 +50,7 @@ struct KvPlan {
   int64_t max_model_len = 0;
   std::optional<double> max_concurrency;  // num_blocks / blocks one max_model_len request needs
   std::vector<std::string> warnings;
+  KvPlanVllm vllm;
 };
 
 // kv-plan's flags: --model-config, --tensor-parallel-size, --dtype, --kv-cache-dtype, --max-num-batched-tokens,

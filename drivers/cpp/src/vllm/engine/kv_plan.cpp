@@ -9,6 +9,7 @@
 #include "vllm/entrypoints/model_geometry.h"
 #include "vllm/entrypoints/model_loader.h"
 #include "vllm/v1/checked_math.h"
+#include "vllm/v1/core/kv_pool_groups.h"
 #include "vllm/v1/kv_cache_interface.h"
 #include "vllm/v1/str_repr.h"
 
@@ -93,6 +94,39 @@ int64_t MaxModelLen(int64_t requested, const Json& cfg, const std::string& path)
   return requested;
 }
 
+// vLLM 0.33.0's model of the pool: the override's block count, else the byte budget, else the memory the port's
+// pool takes (no memory profile here), so the two carve up one budget.
+KvPlanVllm VllmSection(const vllm::v1::KVCacheConfig& probe, const EngineParams& params, const KvPlan& port,
+                       int64_t batched) {
+  KvPlanVllm section;
+  if (const auto reason = vllm::v1::UnmodelledReason(probe)) {
+    section.reason = *reason;
+    return section;
+  }
+  std::optional<int64_t> available, override_blocks;
+  if (port.decided_by == "num_blocks") {
+    section.decided_by = "num_blocks";
+    override_blocks = port.num_blocks;
+  } else if (port.decided_by == "kv_cache_memory_bytes") {
+    section.decided_by = "kv_cache_memory_bytes";
+    available = params.kv_cache_memory_bytes;
+  } else {
+    section.decided_by = "port_pool_memory";
+    available = vllm::v1::CheckedMul(port.num_blocks, port.bytes_per_block, "KV bytes");
+  }
+  const vllm::v1::VllmPool pool =
+      vllm::v1::BuildVllmPool(probe, port.max_model_len, batched, available, override_blocks);
+  section.computed = true;
+  section.bytes_per_block = pool.bytes_per_block;
+  section.num_blocks = pool.num_blocks;
+  section.kv_cache_tokens = pool.kv_cache_tokens();
+  section.max_concurrency = pool.max_concurrency();
+  section.agrees_with_port = pool.bytes_per_block == port.bytes_per_block && pool.num_blocks == port.num_blocks &&
+                             section.kv_cache_tokens == port.kv_cache_tokens && port.max_concurrency.has_value() &&
+                             section.max_concurrency == *port.max_concurrency;
+  return section;
+}
+
 }  // namespace
 
 KvPlan Plan(const Namespace& args) {
@@ -161,6 +195,7 @@ KvPlan Plan(const Namespace& args) {
     plan.max_concurrency = static_cast<double>(plan.num_blocks) / static_cast<double>(blocks_per_request);
   }
   if (sizing.warning.has_value()) plan.warnings.push_back(*sizing.warning);
+  plan.vllm = VllmSection(probe, params, plan, batched.value_or(max_len));
   return plan;
 }
 
