@@ -15,13 +15,12 @@ Span = tuple[int, int]
 """A half-open range [start, end) of rows or columns of an unsharded checkpoint tensor."""
 
 
-def _positive_int(name: str, value: Any) -> int:
-    """``value`` when it is an int >= 1 (not a bool); TypeError or ValueError naming ``name`` otherwise (TP-4.8)."""
+def _check_positive_int(name: str, value: Any) -> None:
+    """TypeError or ValueError naming ``name`` unless ``value`` is an int >= 1 (not a bool) (TP-4.8)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int >= 1, got {value!r} ({type(value).__name__})")
     if value < 1:
         raise ValueError(f"{name} must be an int >= 1, got {value}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class ModelGeometry:
 
     def __post_init__(self) -> None:
         for name in GEOMETRY_FIELDS:
-            _positive_int(f"geometry.{name}", getattr(self, name))
+            _check_positive_int(f"geometry.{name}", getattr(self, name))
         if not isinstance(self.tie_word_embeddings, bool):
             raise TypeError(f"geometry.tie_word_embeddings must be a bool, got {self.tie_word_embeddings!r} "
                             f"({type(self.tie_word_embeddings).__name__})")
@@ -181,7 +180,7 @@ def _rank_shards(geometry: ModelGeometry, tp: int, rank: int, plan: ShardPlan) -
 def shard_plan(geometry: ModelGeometry, tp: int) -> ShardPlan:
     """Every rank's shards of ``geometry`` at ``tp`` ranks (TP-4.7); ValueError for a geometry vLLM cannot shard,
     naming the numbers (TP-4.8)."""
-    _positive_int("tp", tp)
+    _check_positive_int("tp", tp)
     heads = _shard(geometry.num_heads, tp, f"num_heads={geometry.num_heads}")
     kv_heads, replicas = kv_layout(geometry.num_heads, geometry.num_kv_heads, tp)
     _shard(geometry.ffn, tp, f"ffn={geometry.ffn}")
