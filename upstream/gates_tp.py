@@ -3,6 +3,8 @@
 - ``group_ranks`` / ``rank_groups``: ``upstream.parallel``'s, unchanged (vLLM's own ``initialize_model_parallel``,
   vllm/distributed/parallel_state.py, with torch.distributed faked), for the row's group-ranks and rank-groups
   operations.
+- ``shard_plan``: ``upstream.shard_plan``'s, for the row's tp-shard-plan operation (TP-W2: vLLM's own linear and
+  vocab-parallel layers, loaded per rank with the TP group faked).
 - ``parallel_dims_accepts`` answers the row's ``parallel-dims-accepts`` operation (operations.yaml) with vLLM's own
   verdict: ``vllm.config.ParallelConfig`` (vllm/config/parallel.py) built from the sizes, through
   ``upstream.parallel.parallel_config_outcome``. Only what both sides can say is kept: accepted (``True``) or
@@ -39,3 +41,11 @@ def parallel_dims_accepts(dims: Mapping[str, Any]) -> bool:
     if outcome["accepted"]:
         return True
     raise ValueError(f"vLLM ParallelConfig refused {dict(dims)}: {outcome['message']}")
+
+
+def shard_plan(geometry: Mapping[str, Any], tp: int) -> dict[str, Any]:
+    """vLLM's own shard plan of ``geometry`` at ``tp`` ranks: its layers built per rank with the TP group faked and
+    loaded with tagged checkpoint tensors (``upstream.shard_plan.shard_plan``; TP-4.1 to TP-4.8)."""
+    from upstream import shard_plan as vllm_layers
+
+    return vllm_layers.shard_plan(geometry, tp)
