@@ -117,6 +117,13 @@ class RowReport:
         base = len(self.mutants) - counts["equivalent"] - counts["not_compiling"] - counts[NOT_RUN_HERE]
         return counts["killed"] / base if base else None
 
+    def score_with_not_run_here(self) -> float | None:
+        """killed / (generated - equivalent - not_compiling): the score if no mutant a gate that cannot run here
+        imports were killed there (a bound from below, printed beside the score)."""
+        counts = self.counts()
+        base = len(self.mutants) - counts["equivalent"] - counts["not_compiling"]
+        return counts["killed"] / base if base else None
+
     def kill_matrix(self) -> list[dict[str, Any]]:
         """Per gate: the mutants it killed, those no other gate killed, and whether it kills nothing unique."""
         rows = []
@@ -130,7 +137,8 @@ class RowReport:
         counts = self.counts()
         return {"row": self.row, "files": self.files, "sources_fingerprint": self.sources_fingerprint,
                 "gates_fingerprint": self.gates_fingerprint, "generated": len(self.mutants),
-                **counts, "score": self.score(), "gates": self.kill_matrix(), "mutants": self.mutants,
+                **counts, "score": self.score(), "score_counting_not_run_here": self.score_with_not_run_here(),
+                "gates": self.kill_matrix(), "mutants": self.mutants,
                 "known_bads": self.known_bads, "stale_equivalents": self.stale_equivalents,
                 "unmutated_failures": self.unmutated_failures, "unjudged": self.unjudged}
 
@@ -149,8 +157,10 @@ def summary_lines(row: RowReport, seconds: float) -> list[str]:
     lines = [f"{row.row}: generated {len(row.mutants)}, killed {counts['killed']}, survived {counts['survived']}, "
              f"timed out {counts['timed_out']}, not covered {counts['not_covered']}, equivalent {counts['equivalent']}, "
              f"not compiling {counts['not_compiling']}"
-             + (f", not run here {counts[NOT_RUN_HERE]} (only gates that cannot run on this machine reach them)"
-                if counts[NOT_RUN_HERE] else "") + f"; score {shown}; {seconds:.1f} s, {rate}"
+             + (f", not run here {counts[NOT_RUN_HERE]} (no gate run here executed them; a gate that cannot run on "
+                f"this machine imports their file)" if counts[NOT_RUN_HERE] else "") + f"; score {shown}"
+             + (f" ({row.score_with_not_run_here():.0%} counting those not run here as survivors)"
+                if counts[NOT_RUN_HERE] else "") + f"; {seconds:.1f} s, {rate}"
              + (f"; {row.unjudged} not judged (--budget spent)" if row.unjudged else "")]
     ran = {gate for mutant in row.mutants for gate in mutant.get("gates_run") or []}
     for gate in row.kill_matrix():

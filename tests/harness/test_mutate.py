@@ -350,6 +350,8 @@ def test_a_line_only_a_gate_that_cannot_run_here_reaches_is_not_run_here(example
     assert "gate on-device (gpu:" in device[0]["detail"]
     assert row["not_run_here"] == len(device) and row["score"] == row["killed"] / (
         row["generated"] - row["equivalent"] - row["not_compiling"] - row["not_run_here"])
+    assert row["score_counting_not_run_here"] == row["killed"] / (row["generated"] - row["equivalent"] - row["not_compiling"])
+    assert "counting those not run here as survivors" in result.out
     assert f"not run here {len(device)}" in result.out
 
 
