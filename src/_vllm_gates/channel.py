@@ -12,8 +12,7 @@ import os
 import socket
 import struct
 import time
-from dataclasses import dataclass
-from typing import Any, Sequence, Union
+from typing import Any, NamedTuple, Sequence, Union
 
 from _vllm_gates.errors import GatesError
 
@@ -53,19 +52,22 @@ class OutOfBand:
     """A value whose bytes travel as a buffer beside the body (plain's tensors): the writer puts ``tag(i)`` in the
     JSON where the value is, i being the buffer's index in the frame, and sends ``data`` (bytes, format 'B')."""
 
+    __slots__ = ()
     data: memoryview
 
     def tag(self, index: int) -> dict[str, Any]:
         raise NotImplementedError
 
 
-@dataclass(frozen=True)
-class Received:
+class Received(NamedTuple):
     """One frame as read: its JSON body, its exact-numbers flag, its buffers (empty when bit 30 was clear)."""
 
     body: bytes
     exact: bool
     buffers: tuple[bytearray, ...] = ()
+
+
+_RECEIVED = tuple.__new__
 
 
 def _dumps(message: dict[str, Any]) -> tuple[bytes, bool, tuple[memoryview, ...]]:
@@ -129,6 +131,8 @@ def frame(message: dict[str, Any], cap: int = MAX_BUFFER_BYTES) -> bytes:
 
 
 def frame_size(parts: Sequence[Part]) -> int:
+    if len(parts) == 1:
+        return len(parts[0])  # a frame without buffers: bytes
     return sum(part.nbytes if isinstance(part, memoryview) else len(part) for part in parts)
 
 
@@ -173,7 +177,8 @@ def _wait(sock: socket.socket, deadline: float | None) -> None:
 def _read_exactly(sock: socket.socket, count: int, deadline: float | None) -> bytes:
     buffer = _BUFFERS.setdefault(id(sock), bytearray())
     while len(buffer) < count:
-        _wait(sock, deadline)
+        if deadline is not None or sock.gettimeout() is not None:
+            _wait(sock, deadline)
         try:
             chunk = sock.recv(max(count - len(buffer), 1 << 16))
         except socket.timeout:
@@ -223,7 +228,7 @@ def receive_buffered(sock: socket.socket, timeout: float | None = None, cap: int
         raise ProtocolError(f"a frame of {length} bytes exceeds the {MAX_FRAME}-byte limit")
     body = _read_exactly(sock, length, deadline)
     if not buffered:
-        return Received(body, exact)
+        return _RECEIVED(Received, (body, exact, ()))  # as Received(body, exact), without its Python-level __new__
     (count,) = _COUNT.unpack(_read_exactly(sock, _COUNT.size, deadline))
     if not 1 <= count <= MAX_BUFFERS:
         raise ProtocolError(f"a frame announces {count} buffers; a buffered frame carries 1 to {MAX_BUFFERS}")
