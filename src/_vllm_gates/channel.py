@@ -219,6 +219,14 @@ def receive_buffered(sock: socket.socket, timeout: float | None = None, cap: int
     """One frame: its body, exact-numbers flag and buffers; ChannelTimeout after ``timeout`` s, ChannelClosed at end
     of stream (a truncated buffer included), ProtocolError for a word, count or length the protocol refuses: the
     limits are checked before any buffer is allocated."""
+    try:
+        return _receive(sock, timeout, cap)
+    except ProtocolError:
+        forget(sock)  # a broken channel: nothing read ahead of the refused frame is kept for a later socket of its id
+        raise
+
+
+def _receive(sock: socket.socket, timeout: float | None, cap: int) -> Received:
     deadline = None if timeout is None else time.monotonic() + timeout
     (word,) = _HEADER.unpack(_read_exactly(sock, _HEADER.size, deadline))
     if word & RESERVED_FLAG:

@@ -142,3 +142,15 @@ def test_a_buffer_bigger_than_a_frame_travels_whole():
     writer.join()
     (buffer,) = got.buffers
     assert len(buffer) == size and (buffer[0], buffer[size // 2], buffer[-1]) == (1, 2, 3) and buffer == data
+
+
+def test_a_refused_frame_leaves_nothing_read_ahead_behind():
+    """After a protocol error the channel is dead: bytes read past the refused word are dropped, not kept under the
+    socket's id for whatever socket gets that id next."""
+    from _vllm_gates import channel
+
+    left, right = socket.socketpair()
+    left.sendall(struct.pack(">I", 7 | (1 << 29)) + b'{"v":1}' + frame({"next": 1}))
+    with pytest.raises(ProtocolError, match="bit 29"):
+        receive_buffered(right, 5)
+    assert id(right) not in channel._BUFFERS
