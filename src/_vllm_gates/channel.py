@@ -88,7 +88,7 @@ def _dumps(message: dict[str, Any]) -> tuple[bytes, bool, tuple[memoryview, ...]
 
     if _orjson is not None:
         try:
-            return _orjson.dumps(message, default=out_of_band), False, tuple(buffers)
+            return _orjson.dumps(message, default=out_of_band, option=_orjson.OPT_PASSTHROUGH_DATACLASS), False, tuple(buffers)
         except TypeError:
             buffers.clear()
     body = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=out_of_band).encode("utf-8")

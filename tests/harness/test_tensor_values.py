@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from _vllm_gates.channel import MAX_BUFFERS, ProtocolError, parse, receive_buffered, send
+from _vllm_gates.channel import BUFFERS_FLAG, EXACT_FLAG, MAX_BUFFERS, ProtocolError, frame, parse, receive_buffered, send
 from _vllm_gates.compare import strict_equal
 from _vllm_gates.plain import NotPlain, decode, encode
 from _vllm_gates.render import render_value
@@ -85,6 +85,12 @@ def test_special_floats_round_trip_bit_for_bit():
     assert got.dtype == ml_dtypes.bfloat16 and bits(got) == bf16.view(torch.int16).numpy().view(np.uint16).tolist()
     f32 = torch.from_numpy(special_floats(np.float32).view(np.int32).copy()).view(torch.float32)
     assert bits(travel(f32)) == f32.view(torch.int32).numpy().view(np.uint32).tolist()
+
+
+def test_a_frame_of_tensors_sets_the_buffers_flag_alone():
+    """The exact-numbers flag stays for bodies that need it: a tensor's tag is no reason to parse numbers slowly."""
+    word = int.from_bytes(frame({"v": encode([np.zeros(2, np.float32), torch.ones(1)])})[:4], "big")
+    assert word & BUFFERS_FLAG and not word & EXACT_FLAG
 
 
 def test_zero_d_and_empty_shapes():
