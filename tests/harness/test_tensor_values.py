@@ -255,3 +255,12 @@ def test_plain_values_without_tensors_import_no_numpy():
             "assert compare.strict_equal(v, {'a': [1, 2.5, (3,)]}) and render.render_value(v)\n"
             "assert 'numpy' not in sys.modules and 'ml_dtypes' not in sys.modules, sorted(sys.modules)\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_bool_array_viewed_from_other_bytes_is_sent_as_zeros_and_ones():
+    """numpy lets a bool array hold any byte (a view of uint8); the wire allows 0 and 1 only, so the writer sends
+    what the array means (nonzero is True), never a byte the reader must refuse."""
+    odd = np.array([0, 2, 1, 255], np.uint8).view(np.bool_)
+    got = travel(odd)
+    assert got.dtype == np.bool_ and got.tolist() == [False, True, True, True]
+    assert np.frombuffer(got.tobytes(), np.uint8).tolist() == [0, 1, 1, 1]
