@@ -219,24 +219,26 @@ def receive_buffered(sock: socket.socket, timeout: float | None = None, cap: int
     """One frame: its body, exact-numbers flag and buffers; ChannelTimeout after ``timeout`` s, ChannelClosed at end
     of stream (a truncated buffer included), ProtocolError for a word, count or length the protocol refuses: the
     limits are checked before any buffer is allocated."""
-    try:
-        return _receive(sock, timeout, cap)
-    except ProtocolError:
-        forget(sock)  # a broken channel: nothing read ahead of the refused frame is kept for a later socket of its id
-        raise
-
-
-def _receive(sock: socket.socket, timeout: float | None, cap: int) -> Received:
     deadline = None if timeout is None else time.monotonic() + timeout
     (word,) = _HEADER.unpack(_read_exactly(sock, _HEADER.size, deadline))
+    if word & (RESERVED_FLAG | BUFFERS_FLAG) or (word & _LENGTH_BITS) > MAX_FRAME:
+        try:
+            return _receive_rest(sock, word, deadline, cap)
+        except ProtocolError:
+            forget(sock)  # a broken channel: nothing read ahead of the refused frame is kept for a later socket of its id
+            raise
+    body = _read_exactly(sock, word & _LENGTH_BITS, deadline)  # the common frame, as version 1 wrote it
+    return _RECEIVED(Received, (body, word >= EXACT_FLAG, ()))  # as Received(...), without its Python-level __new__
+
+
+def _receive_rest(sock: socket.socket, word: int, deadline: float | None, cap: int) -> Received:
+    """The rest of a frame whose word sets bit 29 or 30 or is too long: refused, or its body and buffers."""
     if word & RESERVED_FLAG:
         raise ProtocolError(f"a frame word 0x{word:08x} sets bit 29, which is reserved")
-    length, exact, buffered = word & _LENGTH_BITS, bool(word & EXACT_FLAG), bool(word & BUFFERS_FLAG)
+    length = word & _LENGTH_BITS
     if length > MAX_FRAME:
         raise ProtocolError(f"a frame of {length} bytes exceeds the {MAX_FRAME}-byte limit")
     body = _read_exactly(sock, length, deadline)
-    if not buffered:
-        return _RECEIVED(Received, (body, exact, ()))  # as Received(body, exact), without its Python-level __new__
     (count,) = _COUNT.unpack(_read_exactly(sock, _COUNT.size, deadline))
     if not 1 <= count <= MAX_BUFFERS:
         raise ProtocolError(f"a frame announces {count} buffers; a buffered frame carries 1 to {MAX_BUFFERS}")
@@ -247,7 +249,7 @@ def _receive(sock: socket.socket, timeout: float | None, cap: int) -> Received:
     buffers = tuple(bytearray(n) for n in lengths)
     for buffer in buffers:
         _read_into(sock, buffer, deadline)
-    return Received(body, exact, buffers)
+    return Received(body, word >= EXACT_FLAG, buffers)
 
 
 def receive_frame(sock: socket.socket, timeout: float | None = None) -> tuple[bytes, bool]:
