@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from _vllm_gates.channel import orjson_parses
+from _vllm_gates.channel import MAX_BUFFER_BYTES, orjson_parses
 from _vllm_gates.compare import WrongEverywhere, strict_equal
 from _vllm_gates.errors import DefinitionError, GatesError, Problem
 from _vllm_gates.facts import facts_of_pattern, missing_facts
@@ -19,7 +19,8 @@ from _vllm_gates.outcomes import NotImplementedBy
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import is_plain, render_value
 from _vllm_gates.value_agreement import AGREE, DISAGREE, Agreement, NothingCompared, ToleranceUsage, under_policy
-from _vllm_gates.worker_pool import AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, WorkerEnded, WorkerLost, WorkerPool
+from _vllm_gates.worker_pool import (AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, ReplyContent, WorkerEnded, WorkerLost,
+                                     WorkerPool)
 
 CRASH_RESTARTS = 100  # properties: at most this many worker restarts for the judged impl's crashes while shrinking
 
@@ -63,7 +64,7 @@ class Outcome:
 
     value: Any = None
     error: Raised | None = None
-    digest: bytes | None = field(default=None, compare=False, repr=False)  # of the reply it came from (RawReply)
+    digest: ReplyContent | None = field(default=None, compare=False, repr=False)  # of the reply it came from (RawReply)
 
     def describe(self) -> str:
         if self.error is not None:
@@ -93,7 +94,7 @@ class Subject:
         """The call request for one input (GateBroken when it is not plain data); ``encoded``: its wire form, if known."""
         if encoded is None:
             try:
-                encoded = encode(data, "input")
+                encoded = encode(data, "input", self.pool.spec.max_buffer_bytes)
             except NotPlain as error:
                 raise GateBroken(f"the case input for {self.role} {self.shown} is not plain data: {error}") from None
         if self.operation is not None:
@@ -136,10 +137,13 @@ class Subject:
             reply = self.pool.parse(self.worker, raw)
         except WorkerLost as lost:
             raise GateBroken(f"{self.role} {self.shown}: {lost}") from None
-        if "error" in reply:
+        if "error" in reply and not raw.buffers:
             return self._failed(reply["error"])
         try:
-            return replace(_outcome_of(reply["result"], flat_checked=not raw.exact and orjson_parses()), digest=digest)
+            if "error" in reply:
+                raise ValueError(f"an error reply carries {len(raw.buffers)} buffers, which no $tensor uses")
+            return replace(_outcome_of(reply["result"], not raw.exact and orjson_parses(), raw.buffers,
+                                       self.pool.spec.max_buffer_bytes), digest=digest)
         except Exception as exc:  # a reply the protocol does not allow: the worker is broken, not the impl wrong
             self.pool.discard(self.worker)
             raise GateBroken(f"{self.role} {self.shown}: the worker's reply breaks the protocol: "
@@ -204,18 +208,22 @@ class ImplEnded(GatesError):
         return Mismatch(f"impl {'hung' if self.ended.hung else 'crashed'}: its worker {how}", where, data, lines, shrunk=shrunk)
 
 
-def _outcome_of(result: Mapping[str, Any], flat_checked: bool = False) -> Outcome:
-    """A call's result as the worker sent it: exactly one of a raised exception or an encoded value."""
+def _outcome_of(result: Mapping[str, Any], flat_checked: bool = False, buffers: Sequence[bytearray] = (),
+                cap: int = MAX_BUFFER_BYTES) -> Outcome:
+    """A call's result as the worker sent it: exactly one of a raised exception or an encoded value (its tensors
+    read-only numpy arrays over the frame's ``buffers``)."""
     from _vllm_gates.plain import decode
 
     if set(result) == {"raised"}:
+        if buffers:
+            raise ValueError(f"a reply that raised carries {len(buffers)} buffers, which no $tensor uses")
         raised = result["raised"]
         if not (isinstance(raised.get("type"), str) and isinstance(raised.get("message"), str)
                 and isinstance(raised.get("mro"), list) and all(isinstance(n, str) for n in raised["mro"])):
             raise ValueError(f"a raised exception needs type, mro and message as text, got {str(raised)[:200]}")
         return Outcome(error=Raised(raised["type"], tuple(raised["mro"]), raised["message"]))
     if set(result) == {"value"}:
-        return Outcome(value=decode(result["value"], flat_checked=flat_checked))
+        return Outcome(value=decode(result["value"], flat_checked=flat_checked, buffers=buffers, cap=cap))
     raise ValueError(f"a result has exactly one of `value` or `raised`, got keys {sorted(result)}")
 
 
@@ -350,7 +358,7 @@ def requests_ahead(rg: ResolvedGate, impl: Subject, following: Sequence[Case]) -
         known = set(rg.oracle_memo)
         for case in following:
             try:
-                encoded = encode(case.input, "input")
+                encoded = encode(case.input, "input", impl.pool.spec.max_buffer_bytes)
             except NotPlain:
                 break
             message = impl.message(case.input, encoded)

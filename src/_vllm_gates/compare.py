@@ -1,9 +1,11 @@
-"""How results are compared by default: strict equality that tells int from float from bool."""
+"""How results are compared by default: strict equality that tells int from float from bool, and tensors bit for bit."""
 from __future__ import annotations
 
 import math
 from itertools import chain
 from typing import Any
+
+from _vllm_gates.tensors import arrays_equal, is_array
 
 
 class WrongEverywhere:
@@ -22,7 +24,8 @@ class WrongEverywhere:
 
 
 def strict_equal(actual: Any, expected: Any) -> bool:
-    """Equality where 1 != 1.0 != True (values and keys), lists equal tuples, NaN equals NaN, mappings key by key."""
+    """Equality where 1 != 1.0 != True (values and keys), lists equal tuples, NaN equals NaN, mappings key by key,
+    tensors (numpy arrays) by dtype, shape and element bytes (docs/worker-protocol.md §7.4)."""
     if isinstance(actual, WrongEverywhere) or isinstance(expected, WrongEverywhere):
         return False
     if isinstance(actual, bool) or isinstance(expected, bool):
@@ -39,6 +42,8 @@ def strict_equal(actual: Any, expected: Any) -> bool:
         return len(actual) == len(expected) and all(strict_equal(a, e) for a, e in zip(actual, expected))
     if isinstance(actual, dict) and isinstance(expected, dict):
         return _maps_equal(actual, expected)
+    if is_array(actual) or is_array(expected):  # same dtype, shape and bytes; a tensor never equals a list
+        return arrays_equal(actual, expected)
     return bool(actual == expected)
 
 

@@ -20,6 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from _vllm_gates.channel import MAX_BUFFER_BYTES
 from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.implementations import PYTHON, Implementation, read_error_kinds, read_implementations
 from _vllm_gates.patterns import files_matching, matches
@@ -75,6 +76,7 @@ class Config:
     worker_preload: tuple[str, ...] = ()  # modules a fork server imports once for every worker (e.g. torch)
     call_timeout: float = 60.0  # seconds one call of a worker may take, unless a gate sets `timeout:`
     run_budget: float | None = None  # seconds the workers of a whole run may take; None: no budget
+    max_tensor_bytes: int = MAX_BUFFER_BYTES  # a message's tensor bytes in all, both ways (issue 29; hello's max_buffer_bytes)
     pythonpath: tuple[str, ...] = ()  # [tool.pytest.ini_options] pythonpath: where, besides the root, modules are found
     implementations: tuple[Implementation, ...] = (Implementation(PYTHON),)  # the python port first, then external ones
     error_kinds: tuple[tuple[str, str], ...] = ()  # Python exception class name -> language-neutral error kind
@@ -399,7 +401,8 @@ def _independence(reader: _Reader, value: Any) -> tuple[tuple[str, tuple[str, ..
 
 
 KNOWN_KEYS = {"roadmap", "rows", "specs", "allowed-roots", "markers", "default-marker", "independence",
-              "worker-preload", "call-timeout", "run-budget", "implementations", "error-kinds", "upstream", "file-settings"}
+              "worker-preload", "call-timeout", "run-budget", "implementations", "error-kinds", "upstream", "file-settings",
+              "max-tensor-bytes"}
 
 
 def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float | None) -> float | None:
@@ -410,6 +413,16 @@ def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float 
         reader.problem(key, f"expected a number of seconds in (0, 86400], got {value!r}")
         return default
     return float(value)
+
+
+def _byte_count(reader: "_Reader", table: dict[str, Any], key: str, default: int) -> int:
+    """A whole number of bytes, 1 to 2**63 - 1 (a buffer length is 8 bytes on the wire)."""
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2 ** 63 - 1:
+        reader.problem(key, f"expected a whole number of bytes from 1 to {2 ** 63 - 1} "
+                            f"(e.g. {MAX_BUFFER_BYTES} for 4 GiB), got {value!r}")
+        return default
+    return value
 
 
 def read_table(path: Path) -> dict[str, Any] | None:
@@ -513,6 +526,7 @@ def _config(root: Path, text: str, document: dict[str, Any], table: dict[str, An
         worker_preload=reader.strings(table, "worker-preload", base.worker_preload, re.compile(r"^[A-Za-z_][\w.]*$")),
         call_timeout=_seconds(reader, table, "call-timeout", base.call_timeout) or base.call_timeout,
         run_budget=_seconds(reader, table, "run-budget", base.run_budget),
+        max_tensor_bytes=_byte_count(reader, table, "max-tensor-bytes", base.max_tensor_bytes),
         pythonpath=_pytest_pythonpath(document),
         implementations=read_implementations(table.get("implementations", {}), reader.problem, reader.where),
         error_kinds=read_error_kinds(table.get("error-kinds", {}), reader.problem),

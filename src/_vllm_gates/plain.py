@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import math
 from itertools import chain
-from typing import Any, NoReturn, Union
+from typing import Any, NoReturn, Sequence, Union
 
-from _vllm_gates.channel import ProtocolError
+from _vllm_gates import tensors
+from _vllm_gates.channel import MAX_BUFFER_BYTES, MAX_BUFFERS, ProtocolError
 from _vllm_gates.compare import WrongEverywhere
 from _vllm_gates.errors import GatesError
 
@@ -17,6 +18,8 @@ from _vllm_gates.errors import GatesError
 # back as the same double (Python writes 1.0 as `1.0`, -0.0 as `-0.0`). A JSON object is exactly one of four tags:
 # {"$float": "nan" | "inf" | "-inf"}, {"$tuple": [items]}, {"$map": [[key, value], ...]} (insertion order; a key is
 # null, a bool, a number, a string, a $float or a $tuple of keys) and {"$wrong": true}, a result equal to nothing.
+# A fifth, {"$tensor": {"dtype": D, "shape": [...], "buffer": i}}, is a tensor whose elements are the frame's buffer i
+# (tensors.py; never a map key): numpy arrays and torch tensors encode to it, it decodes to a numpy array.
 # Strings are valid Unicode (no lone surrogates); object keys are never repeated; nothing nests deeper than 200
 # lists, tuples and maps.
 #
@@ -33,7 +36,7 @@ MAX_INT_DIGITS = 4300  # Python's default limit on int <-> decimal text
 _INT_BOUND = 10 ** MAX_INT_DIGITS
 _SMALL_INT = 1 << 63
 _FLOAT_TAGS = ("nan", "inf", "-inf")
-_TAGS = ("$float", "$tuple", "$map", "$wrong")
+_TAGS = ("$float", "$tuple", "$map", "$wrong", "$tensor")
 
 # A path into a value, built only when an error is reported: None is the root, else (parent, step) where a step is
 # an int (a list or tuple index), ("key", i) (the i-th key of a map) or ("value", key) (the value of a plain key).
@@ -176,8 +179,9 @@ def _json_native(data: list[Any], flat_checked: bool = False) -> bool:
     return True
 
 
-def encode(value: Any, root: str = "result") -> Any:
+def encode(value: Any, root: str = "result", cap: int = MAX_BUFFER_BYTES) -> Any:
     """The JSON-ready form of a plain value; NotPlain for anything else (``root`` names the value in messages).
+    Tensors become channel.OutOfBand values (their bytes a frame's buffers), at most ``cap`` bytes of them in all.
 
     A fast pass handles the common case; anything it does not (and every refusal) goes through the careful pass.
     """
@@ -191,13 +195,14 @@ def encode(value: Any, root: str = "result") -> Any:
             return _fast_encode(value, 0)
         except (_Irregular, RecursionError):
             pass
-    return _Encoder(root).encode(value, None, 0)
+    return _Encoder(root, cap).encode(value, None, 0)
 
 
 class _Encoder:
-    def __init__(self, root: str):
-        self.root = root
+    def __init__(self, root: str, cap: int = MAX_BUFFER_BYTES):
+        self.root, self.cap = root, cap
         self.active: set[int] = set()  # ids of the containers on the path being encoded
+        self.tensors = self.tensor_bytes = 0  # tensors met so far, and their bytes
 
     def refuse(self, value: Any, path: Path, why: str = "") -> NoReturn:
         raise NotPlain(type_path(value), where(path, self.root), why, self.root)
@@ -219,7 +224,7 @@ class _Encoder:
         if kind is WrongEverywhere:
             return {"$wrong": True}
         if kind is not list and kind is not tuple and kind is not dict:
-            self.refuse(value, path)
+            return self.tensor(value, path) if tensors.carried(value) else self.refuse(value, path)
         if depth >= MAX_DEPTH:
             self.refuse(value, path, f"nested deeper than {MAX_DEPTH} levels")
         if kind is list and depth + 1 < MAX_DEPTH and _int_rows(value):
@@ -236,21 +241,43 @@ class _Encoder:
         finally:
             self.active.discard(id(value))
 
+    def tensor(self, value: Any, path: Path) -> tensors.WireTensor:
+        """A numpy array or torch tensor as a `$tensor` to be (its bytes within the cap, its count within MAX_BUFFERS)."""
+        def refuse(why: str) -> NoReturn:
+            self.refuse(value, path, why)
+
+        self.tensors += 1
+        if self.tensors > MAX_BUFFERS:
+            refuse(f"(tensor {self.tensors} of this value, past the limit of {MAX_BUFFERS} per message)")
+        wire = tensors.to_wire(value, refuse, self.cap, self.tensor_bytes)
+        self.tensor_bytes += wire.data.nbytes
+        return wire
+
 
 _JSON_FLAT = frozenset({int, str, bool, float, type(None)})
 
 
-def decode(data: Any, root: str = "result", flat_checked: bool = False) -> Any:
+def decode(data: Any, root: str = "result", flat_checked: bool = False, buffers: Sequence[bytearray] = (),
+           writable: bool = False, cap: int = MAX_BUFFER_BYTES) -> Any:
     """The plain value a JSON-ready structure encodes; ProtocolError for anything the wire format does not allow.
 
-    ``flat_checked``: ``data`` came from orjson: no non-finite float, no lone surrogate, no int past 64 bits."""
-    if type(data) is list and _json_native(data, flat_checked):
-        return data
-    if type(data) is dict and len(data) == 1 and "$map" in data:
-        found = _flat_map(data["$map"])
-        if found is not None:
-            return found
-    return _Decoder(root).decode(data, None, 0, False)
+    ``flat_checked``: ``data`` came from orjson: no non-finite float, no lone surrogate, no int past 64 bits.
+    ``buffers``: the frame's, each to be taken by exactly one `$tensor`, which decodes to a numpy array (read-only
+    unless ``writable``: the judge's are read-only, a worker's inputs writable)."""
+    if not buffers:
+        if type(data) is list and _json_native(data, flat_checked):
+            return data
+        if type(data) is dict and len(data) == 1 and "$map" in data:
+            found = _flat_map(data["$map"])
+            if found is not None:
+                return found
+    decoder = _Decoder(root, buffers, writable, cap)
+    value = decoder.decode(data, None, 0, False)
+    unused = [i for i in range(len(buffers)) if i not in decoder.used]
+    if unused:
+        raise ProtocolError(f"{root} is not plain data: the frame's buffer {unused[0]} is used by no $tensor "
+                            f"({len(unused)} of its {len(buffers)} buffers are unused)")
+    return value
 
 
 def _flat_map(pairs: Any) -> dict[str, Any] | None:
@@ -268,8 +295,9 @@ def _flat_map(pairs: Any) -> dict[str, Any] | None:
 
 
 class _Decoder:
-    def __init__(self, root: str):
-        self.root = root
+    def __init__(self, root: str, buffers: Sequence[bytearray] = (), writable: bool = False, cap: int = MAX_BUFFER_BYTES):
+        self.root, self.buffers, self.writable, self.cap = root, buffers, writable, cap
+        self.used: set[int] = set()  # the buffers `$tensor`s took
 
     def refuse(self, path: Path, message: str, error: type[ProtocolError] = ProtocolError) -> NoReturn:
         raise error(f"{self.root} is not plain data: {message} at {where(path, self.root)}")
@@ -316,6 +344,11 @@ class _Decoder:
             if body is not True or key:
                 self.refuse(path, "$wrong as a map key" if key else f"$wrong of {_found(body)}, not true")
             return WRONG
+        if tag == "$tensor":
+            if key:
+                self.refuse(path, "a $tensor as a map key")
+            return tensors.from_wire(body, self.buffers, self.used, self.writable, self.cap,
+                                     lambda message: self.refuse(path, message))
         if type(body) is not list:
             self.refuse(path, f"{tag} of {_found(body)}, not an array")
         if tag == "$map" and key:

@@ -52,7 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
     implementation = _implementation(project, config.getoption("gates_impl"))
     path = [str(project.root)] + [str(Path(entry)) for entry in config.getini("pythonpath")]
     pool = WorkerPool(WorkerSpec(project.root, tuple(dict.fromkeys(path)), project.allowed_roots, project.worker_preload,
-                                 external=implementation.command, settings=implementation.settings),
+                                 external=implementation.command, settings=implementation.settings,
+                                 max_buffer_bytes=project.max_tensor_bytes),
                       budget_s=project.run_budget)
     run = GateRun(snapshot, pool=pool, audit=bool(config.getoption("gates_audit")), json_path=config.getoption("gates_json"),
                   markdown_path=config.getoption("gates_markdown"), impl=implementation.name)

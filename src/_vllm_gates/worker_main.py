@@ -14,7 +14,8 @@ import traceback
 from typing import Any, Callable
 
 from _vllm_gates.call import Call
-from _vllm_gates.channel import PROTOCOL_VERSION, ChannelClosed, ProtocolError, receive, send, socket_from_fd
+from _vllm_gates.channel import (MAX_BUFFER_BYTES, PROTOCOL_VERSION, ChannelClosed, ProtocolError, parse, receive,
+                                 receive_buffered, send, socket_from_fd)
 from _vllm_gates.errors import DefinitionError, GatesError, Location
 from _vllm_gates.model import TargetRef
 from _vllm_gates.plain import NotPlain, decode, encode
@@ -36,8 +37,9 @@ class Failed(GatesError):
 class Worker:
     """Resolved targets of this worker, and the answers to the judge's requests."""
 
-    def __init__(self, allowed_roots: tuple[str, ...]):
-        self.allowed_roots = allowed_roots
+    def __init__(self, allowed_roots: tuple[str, ...], cap: int = MAX_BUFFER_BYTES):
+        self.allowed_roots, self.cap = allowed_roots, cap  # cap: the hello's max_buffer_bytes, on tensors both ways
+        self.buffers: tuple[bytearray, ...] = ()  # the buffers of the request being answered
         self.resolved: dict[tuple[str, str | None], Callable[..., Any]] = {}
 
     def target(self, written: str, anchor: str | None) -> Callable[..., Any]:
@@ -53,6 +55,8 @@ class Worker:
 
     def check(self, request: dict[str, Any]) -> dict[str, Any]:
         """Resolve every target of a gate (and a known-bad's signature against the impl's); list what fails."""
+        if self.buffers:
+            raise Failed("protocol", f"a check request carries {len(self.buffers)} buffers, which no $tensor uses")
         problems = []
         for entry in request["targets"]:
             try:
@@ -73,7 +77,7 @@ class Worker:
         """Build the call from the case input, check it binds, make it, and encode what came back."""
         target = self.target(request["target"], request.get("anchor"))
         try:
-            data = _decoded_input(request["input"])
+            data = decode(request["input"], "input", buffers=self.buffers, writable=True, cap=self.cap)
         except Exception as exc:
             raise Failed("protocol", f"the input is not plain data: {exc}") from None
         call = self._build(request.get("build"), request.get("build_anchor"), data)
@@ -85,7 +89,7 @@ class Worker:
         if value is WRONG_RESULT:
             return {"value": {"$wrong": True}}
         try:
-            return {"value": encode(value)}
+            return {"value": encode(value, cap=self.cap)}
         except NotPlain as error:
             raise Failed("not-plain", str(error)) from None
 
@@ -107,10 +111,6 @@ class Worker:
         if not isinstance(call, Call):
             raise Failed("builder", f"builder {name} returned {type(call).__name__}, expected vllm_gates.Call", "build")
         return call
-
-
-def _decoded_input(data: Any) -> Any:
-    return decode(data)
 
 
 _SIGNATURES: dict[int, inspect.Signature | None] = {}
@@ -161,21 +161,24 @@ def serve(fd: int) -> int:
     """Answer requests until the judge says bye or closes the channel."""
     sock = socket_from_fd(fd)
     hello = receive(sock)
-    if hello.get("op") != "hello" or hello.get("version") != PROTOCOL_VERSION:
-        send(sock, {"op": "refused", "reason": f"expected hello version {PROTOCOL_VERSION}, got {hello!r}"[:500]})
+    refusal = _refusal(hello)
+    if refusal:
+        send(sock, {"op": "refused", "reason": refusal[:500]})
         return 2
     os.chdir(hello["root"])
     for entry in reversed(hello.get("path", [])):
         sys.path.insert(0, entry)
-    worker = Worker(tuple(hello["allowed_roots"]))
+    worker = Worker(tuple(hello["allowed_roots"]), hello.get("max_buffer_bytes", MAX_BUFFER_BYTES))
     set_current(hello.get("settings", {}))
     send(sock, {"op": "ready", "version": PROTOCOL_VERSION, "pid": os.getpid(), "language": "python"})
     handlers = {"check": worker.check, "call": worker.call}
     while True:
         try:
-            request = receive(sock)
+            got = receive_buffered(sock, cap=worker.cap)
         except ChannelClosed:
             return 0
+        request = parse(got.body, got.exact)
+        worker.buffers = got.buffers
         op = request.get("op")
         if op == "bye":
             return 0
@@ -189,10 +192,24 @@ def serve(fd: int) -> int:
             reply["error"] = {"kind": failure.kind, "message": failure.message, "which": failure.which}
         except Exception as exc:  # the worker's own failure: reported, never a result
             reply["error"] = {"kind": "worker", "message": f"{type(exc).__name__}: {_text(exc)}\n{traceback.format_exc()[-2000:]}"}
+        worker.buffers = ()
         try:
-            send(sock, reply)
+            send(sock, reply, worker.cap)
         except (ProtocolError, ValueError) as exc:  # a result too big for a frame, or not JSON after all
             send(sock, {"id": request.get("id"), "error": {"kind": "not-plain", "message": f"the result cannot be sent: {exc}"}})
+
+
+def _refusal(hello: dict[str, Any]) -> str:
+    """Why a worker refuses the judge's first message ('' when it is a hello it can answer): another protocol
+    version (both named, docs/worker-protocol.md §4), or a max_buffer_bytes that is not a count of bytes."""
+    if hello.get("op") != "hello":
+        return f"expected a hello of protocol version {PROTOCOL_VERSION}, got {hello!r}"
+    if hello.get("version") != PROTOCOL_VERSION:
+        return f"this worker speaks protocol version {PROTOCOL_VERSION}; the judge sent version {str(hello.get('version'))[:40]}"
+    cap = hello.get("max_buffer_bytes", MAX_BUFFER_BYTES)
+    if type(cap) is not int or cap < 0:
+        return f"max_buffer_bytes of {str(cap)[:40]} is not a count of bytes"
+    return ""
 
 
 def zygote(fd: int) -> int:

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from _vllm_gates import lifeline
-from _vllm_gates.channel import (PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, ProtocolError, forget, frame, parse,
-                                 receive, receive_frame, send, send_frames)
+from _vllm_gates.channel import (MAX_BUFFER_BYTES, PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, Part, ProtocolError,
+                                 forget, frame, frame_parts, frame_size, parse, receive, receive_buffered, send, send_parts)
 from _vllm_gates.errors import GatesError
 
 STARTUP_TIMEOUT = 120.0
 AHEAD_REQUESTS = 32  # at most this many calls sent ahead of their items to one worker (docs/worker-protocol.md §10)
-AHEAD_BYTES = 32 * 1024  # and at most this many bytes of them: far below a socket's buffer, so the send never blocks
+AHEAD_BYTES = 32 * 1024  # and at most this many bytes of them, buffers included: far below a socket's buffer, so the send never blocks
 
 Ahead = Callable[[], Mapping[tuple[str, str], Sequence[dict[str, Any]]]]  # the next items' requests, per worker
 
@@ -61,6 +61,7 @@ class WorkerSpec:
     command: tuple[str, ...] = (sys.executable, "-m", "_vllm_gates.worker_main")
     external: tuple[str, ...] = ()  # the impl role's command when an external implementation is judged (else Python's)
     settings: tuple[tuple[str, str], ...] = ()  # the judged implementation's settings, sent to every worker in hello
+    max_buffer_bytes: int = MAX_BUFFER_BYTES  # `max-tensor-bytes`: the cap on a message's tensor bytes, both ways (hello)
 
 
 class Spawner:
@@ -139,21 +140,32 @@ class ForkServer(Spawner):
 
 @dataclass(frozen=True)
 class RawReply:
-    """A reply frame as it arrived, not yet parsed: its body, its exact-numbers flag, the request it must answer."""
+    """A reply frame as it arrived, not yet parsed: its body, its exact-numbers flag, the request it must answer, and
+    its buffers (a tensor's elements)."""
 
     body: bytes
     exact: bool
     request_id: int
+    buffers: tuple[bytearray, ...] = ()
 
-    def content_digest(self) -> bytes | None:
-        """A hash of what the reply says past its id (two replies with equal digests parse to the same result);
-        None when the body does not open with the id, as the judge's own worker writes it."""
+    def content_digest(self) -> ReplyContent | None:
+        """What the reply says past its id (two replies with equal contents parse to the same result): a hash of
+        the body and the buffers themselves (compared byte for byte, without hashing 256 MiB); None when the body
+        does not open with the id, as the judge's own worker writes it."""
         prefix = b'{"id":%d,' % self.request_id
         if not self.body.startswith(prefix):
             return None
         digest = hashlib.blake2b(self.body[len(prefix):], digest_size=32)
         digest.update(b"exact" if self.exact else b"plain")
-        return digest.digest()
+        return ReplyContent(digest.digest(), self.buffers)
+
+
+@dataclass(frozen=True)
+class ReplyContent:
+    """A reply's content past its id: the body's hash and its buffers (equal when every byte is)."""
+
+    body_digest: bytes
+    buffers: tuple[bytearray, ...] = ()
 
 
 class WorkerProcess:
@@ -177,8 +189,10 @@ class WorkerProcess:
         self.next_id = 0
         self.unanswered: deque[int] = deque()  # ids of the requests sent whose replies are not read yet, in order
         self.ahead: deque[bytes] = deque()  # requests sent ahead of the items that will ask for them, not yet claimed
+        self.cap = spec.max_buffer_bytes
         send(self.sock, {"op": "hello", "version": PROTOCOL_VERSION, "root": str(spec.root), "path": list(spec.path),
-                         "allowed_roots": list(spec.allowed_roots), "role": label, "settings": dict(spec.settings)})
+                         "allowed_roots": list(spec.allowed_roots), "role": label, "settings": dict(spec.settings),
+                         "max_buffer_bytes": self.cap})
         self.started = False
         self.operations: frozenset[str] | None = None  # what an external worker's ready said it answers
         self.told_bye = False
@@ -187,7 +201,11 @@ class WorkerProcess:
         if self.started:
             return
         reply = self._receive(lambda: receive(self.sock, STARTUP_TIMEOUT), STARTUP_TIMEOUT, "starting")
-        if reply.get("op") != "ready" or reply.get("version") != PROTOCOL_VERSION:
+        if reply.get("op") == "ready" and reply.get("version") != PROTOCOL_VERSION:
+            self.kill()
+            raise WorkerLost(f"worker {self.label} did not start: it speaks protocol version {str(reply.get('version'))[:40]}, "
+                             f"this judge speaks version {PROTOCOL_VERSION}")
+        if reply.get("op") != "ready":
             self.kill()
             raise WorkerLost(f"worker {self.label} did not start: {str(reply)[:300]}")
         operations = reply.get("operations")
@@ -208,23 +226,23 @@ class WorkerProcess:
         and AHEAD_BYTES), so that the worker answers them while the judge works; each item claims its own."""
         self.wait_ready()
         self.next_id += 1
-        frames = [frame({**message, "id": self.next_id})]
+        parts: list[Part] = frame_parts({**message, "id": self.next_id}, self.cap)
         ids, contents = [self.next_id], []
-        size = len(frames[0])
+        size = frame_size(parts)
         for later in ahead[:AHEAD_REQUESTS]:
             try:
-                sent = frame({**later, "id": self.next_id + 1})
+                sent = frame_parts({**later, "id": self.next_id + 1}, self.cap)
             except ProtocolError:  # too big for a frame: its item sends it, and is told so
                 break
-            if size + len(sent) > AHEAD_BYTES:
+            if size + frame_size(sent) > AHEAD_BYTES:
                 break
             self.next_id += 1
-            frames.append(sent)
+            parts.extend(sent)
             ids.append(self.next_id)
-            contents.append(frame(later))
-            size += len(sent)
+            contents.append(frame(later, self.cap))
+            size += frame_size(sent)
         try:
-            send_frames(self.sock, frames)
+            send_parts(self.sock, parts)
         except OSError:
             raise self._ended("the channel closed") from None
         self.unanswered.extend(ids)
@@ -232,7 +250,10 @@ class WorkerProcess:
 
     def claim(self, message: dict[str, Any]) -> bool:
         """Whether this request was sent ahead, next in line: its reply is then the next to read, and nothing is sent."""
-        if self.ahead and self.ahead[0] == frame(message):
+        if not self.ahead:
+            return False
+        parts = frame_parts(message, self.cap)  # a big tensor's request is sized, never joined, to be told apart
+        if frame_size(parts) == len(self.ahead[0]) and b"".join(parts) == self.ahead[0]:
             self.ahead.popleft()
             return True
         return False
@@ -242,8 +263,8 @@ class WorkerProcess:
 
     def receive_raw(self, timeout: float) -> RawReply:
         """The reply to the oldest request not yet answered, unparsed (WorkerLost, and the worker ended, if none comes)."""
-        body, exact = self._receive(lambda: receive_frame(self.sock, timeout), timeout, "answering")
-        return RawReply(body, exact, self.unanswered.popleft() if self.unanswered else self.next_id)
+        got = self._receive(lambda: receive_buffered(self.sock, timeout, self.cap), timeout, "answering")
+        return RawReply(got.body, got.exact, self.unanswered.popleft() if self.unanswered else self.next_id, got.buffers)
 
     def parse_reply(self, raw: RawReply) -> dict[str, Any]:
         reply = self._receive(lambda: parse(raw.body, raw.exact), 0, "answering")

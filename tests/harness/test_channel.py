@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from _vllm_gates.channel import EXACT_FLAG, ChannelClosed, ChannelTimeout, ProtocolError, frame, receive, send
+from _vllm_gates.channel import EXACT_FLAG, MAX_FRAME, ChannelClosed, ChannelTimeout, ProtocolError, frame, receive, send
 
 pytestmark = pytest.mark.cpu
 
@@ -23,7 +23,7 @@ def test_integers_past_64_bits_travel_exactly_and_set_the_flag():
 
 def test_a_frame_over_the_limit_is_a_protocol_error():
     left, right = socket.socketpair()
-    left.sendall(struct.pack(">I", 0x7FFFFFFF))
+    left.sendall(struct.pack(">I", MAX_FRAME + 1))  # bits 0-28 hold the length (v2: bits 29 and 30 are flags)
     with pytest.raises(ProtocolError, match="exceeds"):
         receive(right, 5)
 

@@ -166,4 +166,4 @@ def test_the_engines_wheel_holds_the_engine_alone():
     assert found == ["_vllm_gates", "vllm_gates"]
     import vllm_gates
 
-    assert vllm_gates.__all__ == ["Call", "settings", "__version__"]
+    assert vllm_gates.__all__ == ["Call", "settings", "as_torch", "__version__"]  # as_torch: issue 29, tensor inputs

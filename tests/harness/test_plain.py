@@ -169,11 +169,15 @@ def test_a_metaclass_cannot_run_code_for_the_type_name():
         encode(Odd())
 
 
-def test_numpy_arrays_and_scalars_are_refused():
+def test_numpy_scalars_and_arrays_of_other_dtypes_are_refused():
+    """numpy arrays are tensors now (tests/harness/test_tensor_values.py); a dtype the protocol lacks, and numpy's
+    scalars, are still not plain data."""
     np = pytest.importorskip("numpy")
     with pytest.raises(NotPlain) as array:
-        encode([np.zeros(3)])
-    assert str(array.value) == "result is not plain data: numpy.ndarray at result[0]"
+        encode([np.zeros(3, dtype=np.complex64)])
+    assert str(array.value).startswith("result is not plain data: numpy.ndarray of dtype complex64, which the protocol "
+                                       "does not carry (it carries bool, uint8,")
+    assert str(array.value).endswith(" at result[0]")
     with pytest.raises(NotPlain) as scalar:
         encode({"n": np.int64(3)})
     assert str(scalar.value) == 'result is not plain data: numpy.int64 at result["n"]'

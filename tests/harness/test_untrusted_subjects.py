@@ -86,7 +86,8 @@ NOT_PLAIN = {
                                     "    return Liar(0)\n", "result is not plain data"),
     "object-equal-to-everything": ("class Anything:\n    def __eq__(self, other):\n        return True\n\n\n",
                                    "    return Anything()\n", "result is not plain data"),
-    "numpy-array": ("import numpy\n\n\n", "    return numpy.array([2 * block_size * heads * head_size * dtype_bytes])\n", "numpy.ndarray"),
+    # a numpy array is a tensor since protocol version 2 (compared, and never equal to an int); its scalars are not plain
+    "numpy-scalar": ("import numpy\n\n\n", "    return numpy.int64(2 * block_size * heads * head_size * dtype_bytes)\n", "numpy.int64"),
 }
 
 
