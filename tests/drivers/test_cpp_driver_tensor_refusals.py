@@ -161,3 +161,10 @@ def test_the_lines_mode_carries_no_tensors(driver: Path) -> None:
     assert first["kind"] == "protocol" and "$tensor names buffer 0 but the message has no buffers" in first["message"]
     assert second == {"kind": "not-plain", "message": "result is not plain data: a tensor, which the --lines mode cannot "
                                                      "carry (it has no buffers) at result[\"bfloat16\"]"}
+
+
+def test_a_result_of_more_than_4096_tensors_is_not_plain(v2_ready: Worker) -> None:
+    assert len(v2_ready.value("driver-arange", {"$map": [["shape", [1]], ["scale", 1.0], ["copies", MAX_BUFFERS]]})) == MAX_BUFFERS
+    reply = v2_ready.call("driver-arange", {"$map": [["shape", [1]], ["scale", 1.0], ["copies", MAX_BUFFERS + 1]]})
+    assert reply.body["error"] == {"kind": "not-plain", "message": "result is not plain data: a tensor past the limit of "
+                                                                   "4096 tensors (buffers) per message at result[4096]"}

@@ -120,7 +120,13 @@ def _special_float32() -> np.ndarray:
             0x477FE000, 0x477FEFFF, 0x477FF000, 0x477FF001, 0x47800000, 0x3F802000, 0x3F806000]  # 65504, 65520, ties
     random = RNG.integers(0, 2**32, size=20000, dtype=np.uint64).astype(np.uint32)
     random = random[(random & 0x7F800000) != 0x7F800000]  # finite ones; NaNs have their own test
-    return np.concatenate([np.array(bits, dtype=np.uint32), random]).view(np.float32)
+    bfloat16_ties = (random[:2000] & 0xFFFF0000) | 0x8000  # exactly halfway between two bfloat16 codes
+    subnormal_ties = ((np.arange(1024) + 0.5) * 2.0**-24).astype(np.float32).view(np.uint32)  # float16 subnormals'
+    codes = RNG.integers(0x0400, 0x7BFF, size=2000).astype(np.uint16)  # and float16 normals' midpoints
+    normal_ties = ((codes.view(np.float16).astype(np.float64) + (codes + 1).view(np.float16).astype(np.float64)) / 2)
+    parts = [np.array(bits, dtype=np.uint32), random, bfloat16_ties, subnormal_ties, normal_ties.astype(np.float32).view(np.uint32)]
+    values = np.concatenate(parts).view(np.float32)
+    return np.concatenate([values, -values])
 
 
 @pytest.mark.parametrize("fmt", ["bfloat16", "float16"])

@@ -1,5 +1,6 @@
 // The `$tensor` value on the wire (protocol version 2, wire-v2 "The $tensor value"): decoding a tag against the
 // message's buffers with every check of the contract, and encoding a tensor of a result into a tag and a buffer.
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -59,7 +60,7 @@ void check_bool_bytes(const Bytes& bytes) {
 }
 
 // The members of a tag's body, exactly `names` in any order.
-void check_members(const Value& body, const char* tag_form, std::initializer_list<const char*> names) {
+void check_tag_members(const Value& body, const char* tag_form, std::initializer_list<const char*> names) {
   bool ok = body.is_object() && body.size() == names.size();
   for (const char* name : names) ok = ok && body.contains(name);
   if (ok) return;
@@ -95,7 +96,7 @@ long BufferPool::first_unused() const {
 }
 
 Value decode_tensor(const Value& body, BufferPool& pool) {
-  check_members(body, "{\"dtype\": D, \"shape\": [...], \"buffer\": i}", {"dtype", "shape", "buffer"});
+  check_tag_members(body, "{\"dtype\": D, \"shape\": [...], \"buffer\": i}", {"dtype", "shape", "buffer"});
   DType dtype = tag_dtype(body["dtype"]);
   std::vector<std::int64_t> shape = tag_shape(body["shape"]);
   std::uint64_t nbytes = tag_nbytes(dtype, body["shape"], shape, pool.max_buffer_bytes());
@@ -109,7 +110,7 @@ Value decode_tensor(const Value& body, BufferPool& pool) {
 
 void encode_tensor(const Value& body, std::string& out, BufferSink& sink) {
   if (sink.buffers == nullptr) throw TagRefused("a tensor, which the --lines mode cannot carry (it has no buffers)");
-  check_members(body, "a tensor (dtype, shape and the bytes as tensor_value() makes them)", {"dtype", "shape", "data"});
+  check_tag_members(body, "a tensor (dtype, shape and the bytes as tensor_value() makes them)", {"dtype", "shape", "data"});
   DType dtype = tag_dtype(body["dtype"]);
   std::vector<std::int64_t> shape = tag_shape(body["shape"]);
   std::uint64_t nbytes = tag_nbytes(dtype, body["shape"], shape, sink.max_buffer_bytes);

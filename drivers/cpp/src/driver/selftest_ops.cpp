@@ -3,7 +3,8 @@
 // `driver-raise` throws what its input describes: {"raise": "raised", "kind": K, "message": S} a gates::Raised, or
 // "invalid_argument" / "out_of_range" / "runtime_error" the standard exception of that name with the message.
 // The tensor ones check the C++ side bit for bit: `driver-arange` {"shape": [...], "scale": x} returns
-// {"float32": arange(n) * x (float32 arithmetic) in that shape, "bfloat16": it rounded, "float16": it rounded};
+// {"float32": arange(n) * x (float32 arithmetic) in that shape, "bfloat16": it rounded, "float16": it rounded}, or
+// with "copies": k a list of k such float32 tensors;
 // `driver-convert` {"tensor": T, "dtype": D} returns T converted element by element (tensor.h Tensor::to);
 // `driver-elements` {"tensor": T} returns {"dtype", "shape", "elements"}: each element read through the tensor
 // type, as a bool, an int or a float.
@@ -31,6 +32,11 @@ gates::Value arange_scaled(const gates::Value& input) {
   gates::Tensor values(gates::DType::Float32, input.at("shape").get<std::vector<std::int64_t>>());
   const float scale = static_cast<float>(input.at("scale").get<double>());
   for (std::size_t i = 0; i < values.numel(); ++i) values.set<float>(i, static_cast<float>(i) * scale);
+  if (input.contains("copies")) {  // a list of that many float32 tensors (past 4096: the writer's limit)
+    gates::Value copies = gates::Value::array();
+    for (std::int64_t k = input.at("copies").get<std::int64_t>(); k > 0; --k) copies.push_back(gates::tensor_value(values));
+    return copies;
+  }
   gates::Value out = gates::Value::object();
   out["bfloat16"] = gates::tensor_value(values.to(gates::DType::BFloat16));
   out["float16"] = gates::tensor_value(values.to(gates::DType::Float16));

@@ -23,7 +23,7 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::Float64, "float64", 8},
 };
 
-const DTypeInfo& info(DType dtype) {
+const DTypeInfo& dtype_info(DType dtype) {
   for (const auto& entry : kDTypes)
     if (entry.dtype == dtype) return entry;
   throw std::logic_error("a DType value outside the enum");
@@ -66,7 +66,7 @@ void store_le(std::uint8_t* at, T value) {
 
 // Whether T is the C++ type get/set use for that dtype.
 template <typename T>
-bool stores(DType dtype) {
+bool stores_dtype(DType dtype) {
   switch (dtype) {
     case DType::Bool: return std::is_same<T, bool>::value;
     case DType::UInt8: return std::is_same<T, std::uint8_t>::value;
@@ -93,7 +93,7 @@ const Value& tensor_body(const Value& value) {
 
 }  // namespace
 
-const char* dtype_name(DType dtype) { return info(dtype).name; }
+const char* dtype_name(DType dtype) { return dtype_info(dtype).name; }
 
 std::optional<DType> dtype_named(const std::string& name) {
   for (const auto& entry : kDTypes)
@@ -107,7 +107,7 @@ std::string dtype_names() {
   return names;
 }
 
-std::size_t itemsize(DType dtype) { return info(dtype).size; }
+std::size_t itemsize(DType dtype) { return dtype_info(dtype).size; }
 
 std::optional<std::uint64_t> tensor_nbytes(DType dtype, const std::vector<std::int64_t>& shape) {
   if (shape.size() > kMaxTensorDims) return std::nullopt;
@@ -206,7 +206,7 @@ void Tensor::check_index(std::size_t i) const {
 
 template <typename T>
 T Tensor::get(std::size_t i) const {
-  if (!stores<T>(dtype_)) throw std::logic_error(std::string("Tensor::get with the wrong C++ type for dtype ") + dtype_name(dtype_));
+  if (!stores_dtype<T>(dtype_)) throw std::logic_error(std::string("Tensor::get with the wrong C++ type for dtype ") + dtype_name(dtype_));
   check_index(i);
   if constexpr (std::is_same<T, bool>::value) return bytes_[i] != 0;
   else return load_le<T>(bytes_.data() + i * sizeof(T));
@@ -214,7 +214,7 @@ T Tensor::get(std::size_t i) const {
 
 template <typename T>
 void Tensor::set(std::size_t i, T value) {
-  if (!stores<T>(dtype_)) throw std::logic_error(std::string("Tensor::set with the wrong C++ type for dtype ") + dtype_name(dtype_));
+  if (!stores_dtype<T>(dtype_)) throw std::logic_error(std::string("Tensor::set with the wrong C++ type for dtype ") + dtype_name(dtype_));
   check_index(i);
   if constexpr (std::is_same<T, bool>::value) bytes_[i] = value ? 1 : 0;
   else store_le<T>(bytes_.data() + i * sizeof(T), value);
