@@ -33,7 +33,11 @@ std::string text_member(const Value& request, const char* name) {
 
 }  // namespace
 
-Reply answer_call(const Value& request) {
+namespace {
+
+// answer_call, with null `buffers` in the --lines mode.
+Reply answer(const Value& request, std::vector<Bytes>* buffers, std::uint64_t max_buffer_bytes) {
+  static const Value kNoInput;
   try {
     if (!request.is_object()) return error_reply("protocol", "a call must be a JSON object");
     if (text_member(request, "target") == kStandIn) return {"\"result\":{\"value\":{\"$wrong\":true}}", false};
@@ -48,7 +52,8 @@ Reply answer_call(const Value& request) {
     Value input;
     try {
       auto it = request.find("input");
-      input = decode(it == request.end() ? Value(nullptr) : *it, "input");
+      const Value& wire = it == request.end() ? kNoInput : *it;
+      input = buffers ? decode(wire, "input", *buffers, max_buffer_bytes) : decode(wire, "input");
     } catch (const ProtocolError& e) {
       return error_reply("protocol", e.what());
     }
@@ -67,8 +72,11 @@ Reply answer_call(const Value& request) {
       return error_reply("worker", std::string("operation '") + name + "' threw something that is not a std::exception");
     }
     Reply reply;
+    reply.value = std::make_unique<Value>(std::move(result));
     try {
-      reply.members = "\"result\":{\"value\":" + encode(result, reply.exact) + "}";
+      std::string text = buffers ? encode(*reply.value, reply.exact, reply.buffers, max_buffer_bytes)
+                                 : encode(*reply.value, reply.exact);
+      reply.members = "\"result\":{\"value\":" + text + "}";
     } catch (const NotPlain& e) {
       return error_reply("not-plain", e.what());
     }
@@ -79,5 +87,13 @@ Reply answer_call(const Value& request) {
     return error_reply("worker", "the call failed in the driver");
   }
 }
+
+}  // namespace
+
+Reply answer_call(const Value& request, std::vector<Bytes>& buffers, std::uint64_t max_buffer_bytes) {
+  return answer(request, &buffers, max_buffer_bytes);
+}
+
+Reply answer_call(const Value& request) { return answer(request, nullptr, 0); }
 
 }  // namespace gates

@@ -5,11 +5,11 @@
 #include <string>
 #include <unordered_set>
 
+#include "driver/framing.h"
 #include "driver/plain.h"
 #include "driver/plain_internal.h"
 
 namespace gates {
-namespace {
 
 std::string found(const Value& v) {
   if (v.is_null()) return "null";
@@ -19,6 +19,26 @@ std::string found(const Value& v) {
   if (v.is_array()) return "an array";
   return "an object";
 }
+
+std::string key_text(const Value& k) {
+  if (k.is_null()) return "None";
+  if (k.is_boolean()) return k.get<bool>() ? "True" : "False";
+  if (k.is_string()) return quote(k.get<std::string>());
+  if (k.is_number_float()) {
+    double x = k.get<double>();
+    if (std::isnan(x)) return "nan";
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  }
+  if (k.is_object() && k.contains("$int")) return k["$int"].get<std::string>();
+  if (k.is_array()) {
+    std::string text = "(";
+    for (std::size_t i = 0; i < k.size(); ++i) text += (i ? ", " : "") + key_text(k[i]);
+    return text + (k.size() == 1 ? ",)" : ")");
+  }
+  return k.dump();
+}
+
+namespace {
 
 // What Python's dict would consider the same key: numbers by value (True == 1 == 1.0, 0.0 == -0.0), strings by
 // text, tuples item by item. NaN is never equal to anything, so it gets no identity (returns "").
@@ -52,27 +72,9 @@ std::string key_identity(const Value& k) {
   return "";
 }
 
-std::string key_text(const Value& k) {
-  if (k.is_null()) return "None";
-  if (k.is_boolean()) return k.get<bool>() ? "True" : "False";
-  if (k.is_string()) return quote(k.get<std::string>());
-  if (k.is_number_float()) {
-    double x = k.get<double>();
-    if (std::isnan(x)) return "nan";
-    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  }
-  if (k.is_object() && k.contains("$int")) return k["$int"].get<std::string>();
-  if (k.is_array()) {
-    std::string text = "(";
-    for (std::size_t i = 0; i < k.size(); ++i) text += (i ? ", " : "") + key_text(k[i]);
-    return text + (k.size() == 1 ? ",)" : ")");
-  }
-  return k.dump();
-}
-
 class Decoder {
  public:
-  explicit Decoder(std::string root) : root_(std::move(root)) {}
+  Decoder(std::string root, BufferPool& pool) : root_(std::move(root)), pool_(pool) {}
 
   Value decode(const Value& data, const std::string& where, std::size_t depth, bool key) {
     if (data.is_null() || data.is_boolean() || data.is_number_integer() || data.is_string()) return data;
@@ -108,12 +110,12 @@ class Decoder {
 
   Value tagged(const Value& data, const std::string& where, std::size_t depth, bool key) {
     const std::string tag = data.size() == 1 ? data.begin().key() : std::string();
-    if (tag != "$float" && tag != "$tuple" && tag != "$map" && tag != "$wrong") {
+    if (tag != "$float" && tag != "$tuple" && tag != "$map" && tag != "$wrong" && tag != "$tensor") {
       std::string names;
       std::size_t n = 0;
       for (auto it = data.begin(); it != data.end() && n < 5; ++it, ++n) names += (n ? ", " : "") + quote(it.key()).substr(0, 40);
       refuse(where, "an object with keys [" + names + (data.size() > 5 ? ", ..." : "") +
-                        "], not one of the tags $float, $tuple, $map, $wrong");
+                        "], not one of the tags $float, $tuple, $map, $wrong, $tensor");
     }
     const Value& body = data.begin().value();
     if (tag == "$float") {
@@ -122,6 +124,14 @@ class Decoder {
       if (s == "inf") return Value(HUGE_VAL);
       if (s == "-inf") return Value(-HUGE_VAL);
       refuse(where, "$float of " + found(body) + ", not \"nan\", \"inf\" or \"-inf\"");
+    }
+    if (tag == "$tensor") {
+      if (key) refuse(where, "a $tensor as a map key");
+      try {
+        return decode_tensor(body, pool_);
+      } catch (const TagRefused& e) {
+        refuse(where, e.what());
+      }
     }
     if (tag == "$wrong") {
       if (key) refuse(where, "$wrong as a map key");
@@ -166,10 +176,24 @@ class Decoder {
   }
 
   std::string root_;
+  BufferPool& pool_;
 };
 
 }  // namespace
 
-Value decode(const Value& wire, const std::string& root) { return Decoder(root).decode(wire, root, 0, false); }
+Value decode(const Value& wire, const std::string& root) {
+  BufferPool none(nullptr, kDefaultMaxBufferBytes);  // a $tensor is refused for want of buffers, whatever its size
+  return Decoder(root, none).decode(wire, root, 0, false);
+}
+
+Value decode(const Value& wire, const std::string& root, std::vector<Bytes>& buffers, std::uint64_t max_buffer_bytes) {
+  BufferPool pool(&buffers, max_buffer_bytes);
+  Value value = Decoder(root, pool).decode(wire, root, 0, false);
+  long unused = pool.first_unused();
+  if (unused >= 0)
+    throw ProtocolError(root + " is not plain data: buffer " + std::to_string(unused) + " of the message's " +
+                        std::to_string(buffers.size()) + " is used by no $tensor in " + root);
+  return value;
+}
 
 }  // namespace gates

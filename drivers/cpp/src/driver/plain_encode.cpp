@@ -1,5 +1,7 @@
 // Encoding a gates::Value as wire JSON text (docs/worker-protocol.md §7): every object becomes a $map (unless it
-// is one of the tags operation.h lists), non-finite doubles become $float, {"$int": text} becomes a bare integer.
+// is one of the tags operation.h lists), non-finite doubles become $float, {"$int": text} becomes a bare integer,
+// a tensor (tensor.h) a $tensor tag with its bytes in a buffer. A refusal names the place, as the Python worker's
+// does (`result[2]["bytes"]`): the path is put together while the refusal unwinds, so encoding builds none.
 #include <cmath>
 #include <string>
 
@@ -9,8 +11,17 @@
 namespace gates {
 namespace {
 
+// A refusal on its way out: `path` grows by one step at each level it leaves.
+struct Refused {
+  std::string what;
+  std::string path;
+};
+
+[[noreturn]] void refuse(const std::string& what) { throw Refused{what, std::string()}; }
+
 class Encoder {
  public:
+  explicit Encoder(BufferSink sink) : sink_(sink) {}
   bool exact = false;
 
   void value(const Value& v, std::string& out, std::size_t depth) {
@@ -25,22 +36,26 @@ class Encoder {
       case Value::value_t::object: object(v, out, depth); return;
       case Value::value_t::binary:
         if (is_big_int_raw(v)) return big_int(big_int_text(v), out);
-        throw NotPlain("result is not plain data: binary data");
-      default: throw NotPlain("result is not plain data: a discarded JSON value");
+        refuse("binary data");
+      default: refuse("a discarded JSON value");
     }
   }
 
  private:
   // A map key: a list there can only be a decoded tuple, so it goes back as $tuple.
   void key(const Value& k, std::string& out, std::size_t depth) {
+    if (is_tensor_value(k)) refuse("a tensor as a map key");
     if (!k.is_array()) return value(k, out, depth);
     nest(depth);
     out += "{\"$tuple\":[";
-    bool first = true;
-    for (const auto& item : k) {
-      if (!first) out += ',';
-      first = false;
-      key(item, out, depth + 1);
+    for (std::size_t i = 0; i < k.size(); ++i) {
+      if (i) out += ',';
+      try {
+        key(k[i], out, depth + 1);
+      } catch (Refused& r) {
+        r.path = "[" + std::to_string(i) + "]" + r.path;
+        throw;
+      }
     }
     out += "]}";
   }
@@ -49,7 +64,7 @@ class Encoder {
     try {
       out += quote(text);
     } catch (const nlohmann::json::type_error&) {
-      throw NotPlain("result is not plain data: a string that is not valid UTF-8");
+      refuse("a string that is not valid UTF-8");
     }
   }
 
@@ -60,23 +75,26 @@ class Encoder {
   }
 
   void big_int(const std::string& text, std::string& out) {
-    if (!is_int_text(text)) throw NotPlain("result is not plain data: $int of " + quote(text.substr(0, 40)));
+    if (!is_int_text(text)) refuse("$int of " + quote(text.substr(0, 40)));
     exact = true;
     out += text;
   }
 
   void nest(std::size_t depth) {
-    if (depth >= kMaxDepth) throw NotPlain("result is not plain data: nested deeper than 200 levels");
+    if (depth >= kMaxDepth) refuse("nested deeper than 200 levels");
   }
 
   void list(const Value& v, std::string& out, std::size_t depth) {
     nest(depth);
     out += '[';
-    bool first = true;
-    for (const auto& item : v) {
-      if (!first) out += ',';
-      first = false;
-      value(item, out, depth + 1);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) out += ',';
+      try {
+        value(v[i], out, depth + 1);
+      } catch (Refused& r) {
+        r.path = "[" + std::to_string(i) + "]" + r.path;
+        throw;
+      }
     }
     out += ']';
   }
@@ -97,6 +115,13 @@ class Encoder {
           return;
         }
       }
+      if (tag == "$tensor") {
+        try {
+          return encode_tensor(body, out, sink_);
+        } catch (const TagRefused& e) {
+          refuse(e.what());
+        }
+      }
       if (tag == "$tuple" && body.is_array()) {
         out += "{\"$tuple\":";
         list(body, out, depth);
@@ -106,16 +131,24 @@ class Encoder {
       if (tag == "$map" && body.is_array()) {
         nest(depth);
         out += "{\"$map\":[";
-        bool first = true;
-        for (const auto& pair : body) {
-          if (!pair.is_array() || pair.size() != 2)
-            throw NotPlain("result is not plain data: a $map entry that is not a [key, value] pair");
-          if (!first) out += ',';
-          first = false;
+        for (std::size_t i = 0; i < body.size(); ++i) {
+          const Value& pair = body[i];
+          if (!pair.is_array() || pair.size() != 2) refuse("a $map entry that is not a [key, value] pair");
+          if (i) out += ',';
           out += '[';
-          key(pair[0], out, depth + 1);
+          try {
+            key(pair[0], out, depth + 1);
+          } catch (Refused& r) {
+            r.path = ".<key " + std::to_string(i) + ">" + r.path;
+            throw;
+          }
           out += ',';
-          value(pair[1], out, depth + 1);
+          try {
+            value(pair[1], out, depth + 1);
+          } catch (Refused& r) {
+            r.path = "[" + key_text(pair[0]) + "]" + r.path;
+            throw;
+          }
           out += ']';
         }
         out += "]}";
@@ -129,12 +162,31 @@ class Encoder {
       if (!first) out += ',';
       first = false;
       out += '[' + quote(it.key()) + ',';
-      value(it.value(), out, depth + 1);
+      try {
+        value(it.value(), out, depth + 1);
+      } catch (Refused& r) {
+        r.path = "[" + quote(it.key()) + "]" + r.path;
+        throw;
+      }
       out += ']';
     }
     out += "]}";
   }
+
+  BufferSink sink_;
 };
+
+std::string encode_with(const Value& value, bool& exact, BufferSink sink) {
+  Encoder encoder(sink);
+  std::string out;
+  try {
+    encoder.value(value, out, 0);
+  } catch (const Refused& r) {
+    throw NotPlain("result is not plain data: " + r.what + " at result" + r.path);
+  }
+  exact = encoder.exact;
+  return out;
+}
 
 }  // namespace
 
@@ -143,12 +195,10 @@ std::string quote(const std::string& text) {
   return Value(text).dump(-1, ' ', false, Value::error_handler_t::strict);
 }
 
-std::string encode(const Value& value, bool& exact) {
-  Encoder encoder;
-  std::string out;
-  encoder.value(value, out, 0);
-  exact = encoder.exact;
-  return out;
+std::string encode(const Value& value, bool& exact) { return encode_with(value, exact, BufferSink{nullptr, 0}); }
+
+std::string encode(const Value& value, bool& exact, std::vector<const Bytes*>& buffers, std::uint64_t max_buffer_bytes) {
+  return encode_with(value, exact, BufferSink{&buffers, max_buffer_bytes});
 }
 
 }  // namespace gates

@@ -20,12 +20,12 @@ std::string names_json() {
   return out + "]";
 }
 
-void write_text(int fd, const std::string& body, bool exact = false) {
+void write_text(int fd, const std::string& body, bool exact = false, const std::vector<const Bytes*>& buffers = {}) {
   if (body.size() > kMaxFrame) {
     write_frame(fd, "{" + error_reply("worker", "the reply is over the frame limit of 268435456 bytes").members + "}", false);
     return;
   }
-  write_frame(fd, body, exact);
+  write_frame(fd, body, exact, buffers);
 }
 
 // Hello's settings: a JSON object of names to strings (a $map-encoded one is decoded first).
@@ -40,21 +40,46 @@ Value settings_of(const Value& hello) {
   }
 }
 
-bool handshake(int fd) {
-  bool exact = false;
-  std::string text = read_frame(fd, exact);
-  Value hello;
-  bool ok = false;
-  try {
-    hello = parse_exact(text);
-    auto op = hello.find("op");
-    auto version = hello.find("version");
-    ok = hello.is_object() && op != hello.end() && *op == "hello" && version != hello.end() &&
-         version->is_number_integer() && *version == kProtocolVersion;
-  } catch (const ProtocolError&) {
+// Hello's max_buffer_bytes (wire-v2 "Frame"): an int >= 0, kDefaultMaxBufferBytes when absent. Empty text means
+// the value is usable, else it says what is wrong.
+std::string buffer_cap_problem(const Value& hello, std::uint64_t& cap) {
+  auto it = hello.find("max_buffer_bytes");
+  if (it == hello.end()) return std::string();
+  if (it->is_number_unsigned() || (it->is_number_integer() && it->get<std::int64_t>() >= 0)) {
+    cap = it->get<std::uint64_t>();
+    return std::string();
   }
-  if (!ok) {
-    std::string reason = "expected hello version " + std::to_string(kProtocolVersion) + ", got " + text.substr(0, 300);
+  return "its max_buffer_bytes is " + it->dump(-1, ' ', false, Value::error_handler_t::replace).substr(0, 100) +
+         ", not an int >= 0";
+}
+
+// The refusal's reason (wire-v2 "Handshake": naming both versions), or empty text for a hello this worker takes.
+std::string refusal(const Value& hello, const std::string& text, std::uint64_t& cap) {
+  auto op = hello.is_object() ? hello.find("op") : hello.end();
+  if (!hello.is_object() || op == hello.end() || *op != "hello")
+    return "expected hello version " + std::to_string(kProtocolVersion) + ", got " + text.substr(0, 300);
+  const std::string speaks = "this worker speaks protocol version " + std::to_string(kProtocolVersion);
+  auto version = hello.find("version");
+  if (version == hello.end() || !version->is_number_integer())
+    return speaks + "; the judge's hello gives no version number: " + text.substr(0, 300);
+  if (*version != kProtocolVersion) return speaks + "; the judge sent version " + version->dump();
+  std::string cap_problem = buffer_cap_problem(hello, cap);
+  return cap_problem.empty() ? cap_problem : "the judge's hello is refused: " + cap_problem;
+}
+
+// Returns whether the worker is ready, and the hello's cap on buffer bytes per message.
+bool handshake(int fd, std::uint64_t& cap) {
+  Frame frame = read_frame(fd, cap);
+  std::string reason;
+  Value hello;
+  try {
+    hello = parse_exact(frame.body);
+    reason = refusal(hello, frame.body, cap);
+  } catch (const ProtocolError&) {
+    reason = refusal(Value(), frame.body, cap);
+  }
+  if (reason.empty() && !frame.buffers.empty()) reason = "the judge's hello carries buffers; only a call's input holds tensors";
+  if (!reason.empty()) {
     write_text(fd, "{\"op\":\"refused\",\"reason\":" + quote_message(reason) + "}");
     return false;
   }
@@ -90,13 +115,13 @@ std::string id_text(const Value& request) {
 
 int serve(int fd) {
   try {
-    if (!handshake(fd)) return 2;
+    std::uint64_t cap = kDefaultMaxBufferBytes;
+    if (!handshake(fd, cap)) return 2;
     for (;;) {
-      bool exact = false;
-      std::string text = read_frame(fd, exact);
+      Frame frame = read_frame(fd, cap);
       Value request;
       try {
-        request = parse_exact(text);
+        request = parse_exact(frame.body);
       } catch (const ProtocolError& e) {
         std::fprintf(stderr, "vllm-gates-cpp: a frame that is not a JSON object: %s\n", e.what());
         return 3;
@@ -110,8 +135,12 @@ int serve(int fd) {
       if (name == "bye") return 0;
       std::string head = "{\"id\":" + id_text(request) + ",";
       if (name == "call") {
-        Reply reply = answer_call(request);
-        write_text(fd, head + reply.members + "}", reply.exact);
+        Reply reply = answer_call(request, frame.buffers, cap);
+        write_text(fd, head + reply.members + "}", reply.exact, reply.buffers);
+      } else if (!frame.buffers.empty()) {
+        write_text(fd, head + error_reply("protocol", "a request of op " + (op == request.end() ? std::string("(none)") : op->dump()) +
+                                                          " carries " + std::to_string(frame.buffers.size()) +
+                                                          " buffers; only a call's input holds tensors").members + "}");
       } else if (name == "check") {
         write_text(fd, head + check_members(request) + "}");
       } else {
