@@ -199,3 +199,87 @@ def test_the_judge_refuses_a_worker_of_another_version_naming_both(tmp_path):
                                    f"this judge speaks version {PROTOCOL_VERSION}")
     finally:
         pool.close()
+
+
+POLICY_IMPL = '''import torch
+
+
+def _shifted(n, off):
+    """float32 x * 0.1 computed in torch, its last element moved by ``off`` (a wrong answer of that size)."""
+    out = torch.arange(n, dtype=torch.float32) * 0.1
+    if n:
+        out[-1] += off
+    return out
+
+
+def scaled(n):
+    return _shifted(n, 0.0)
+
+
+def scaled_slightly_off(n):
+    return _shifted(n, 1e-7)
+
+
+def scaled_off(n):
+    return _shifted(n, 1e-3)
+'''
+POLICY_ORACLE = '''import numpy as np
+
+
+def scaled(n):
+    """The same values in float64, rounded once to float32: not bit-equal to torch's float32 product everywhere."""
+    return (np.arange(n, dtype=np.float64) / 10).astype(np.float32)
+'''
+POLICY_GATE = """row: R-0
+title: row
+spec: spec/s.md
+gates:
+  - id: g
+    impl: pkg.impl:{impl}
+    oracle: pkg.oracle:scaled
+    compare: {{policy: allclose}}
+    milestone: M1
+    covers: [S-1.1]
+    markers: [cpu]
+    cases:
+      seven: {{input: {{n: 7}}}}
+      thousand: {{input: {{n: 1000}}}}
+    known_bad:
+      off-by-a-thousandth: pkg.impl:scaled_off
+"""
+
+
+def _policy_project(root: Path, impl: str) -> Path:
+    calls_ahead_project(root)
+    (root / "pkg" / "impl.py").write_text(POLICY_IMPL)
+    (root / "pkg" / "oracle.py").write_text(POLICY_ORACLE)
+    (root / "gates" / "rows" / "r0" / "gate.yaml").write_text(POLICY_GATE.format(impl=impl))
+    return root
+
+
+@pytest.mark.parametrize("impl", ["scaled", "scaled_slightly_off"])
+def test_tensors_from_workers_are_judged_under_an_allclose_policy(tmp_path, impl):
+    """Issue 29 items 1 and 3 together: a torch float32 result within float32's default tolerance of a numpy oracle
+    PASSES (bit-equality would not be asked), and the known-bad a thousandth off is rejected."""
+    ran = _pytest(_policy_project(tmp_path, impl))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    for item in ("g::seven", "g::thousand", "g::known_bad[off-by-a-thousandth]"):
+        assert f"PASSED gates/rows/r0/gate.yaml::{item}" in ran.stdout, ran.stdout
+
+
+def test_a_tensor_off_by_more_than_its_tolerance_fails_saying_how_far(tmp_path):
+    ran = _pytest(_policy_project(tmp_path, "scaled_off"))
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "FAILED gates/rows/r0/gate.yaml::g::thousand" in ran.stdout, ran.stdout
+    assert "mismatched   : 1 of 1000 elements" in ran.stdout, ran.stdout
+    assert "max abs error: 0.00099945" in ran.stdout and "at [999]" in ran.stdout, ran.stdout
+
+
+def test_an_empty_tensor_result_is_nothing_compared_not_a_pass(tmp_path):
+    """Both sides agree on an empty tensor: zero elements compared is the gate's ERROR, never a pass."""
+    root = _policy_project(tmp_path, "scaled")
+    gate = root / "gates" / "rows" / "r0" / "gate.yaml"
+    gate.write_text(gate.read_text().replace("seven: {input: {n: 7}}", "empty: {input: {n: 0}}"))
+    ran = _pytest(root)
+    assert ran.returncode not in (0, 1), ran.stdout + ran.stderr
+    assert "nothing compared" in ran.stdout, ran.stdout

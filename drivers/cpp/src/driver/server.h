@@ -6,7 +6,7 @@ namespace gates {
 // The protocol version this worker speaks, the one place it is written. The driver reads and writes version 2's
 // frames (buffers, `$tensor`) already; it says 1 until the judge speaks 2 (channel.PROTOCOL_VERSION), and the two
 // change together (tests/drivers/test_cpp_driver_protocol.py checks they agree).
-constexpr int kProtocolVersion = 1;
+constexpr int kProtocolVersion = 2;
 
 // docs/worker-protocol.md §4-§5 over the inherited socket `fd`. Returns the process exit status: 0 after bye or a
 // clean close, 2 after a refused hello, 3 after a broken frame.
