@@ -34,6 +34,8 @@ class AuditLine:
     known_bad: int
     stand_in: StandIn
     known_bad_passed: int = 0
+    tolerance: str = ""  # a gate with a tolerance: its strength audit's summary (tolerance_audit.py; "" for others)
+    tolerance_failed: bool = False  # a wrong answer passed every case and example, or could be derived from none
 
 
 def audit_lines(items: list[ItemResult]) -> list[AuditLine]:
@@ -53,18 +55,46 @@ def audit_lines(items: list[ItemResult]) -> list[AuditLine]:
             stand_in, state = StandIn.STILL_PASSES, "STILL PASSES: the gate cannot fail"
         else:
             stand_in, state = StandIn.REJECTED, "fails (" + audit[0].detail.split(":")[0] + ")"
+        strength = next((i for i in found if i.kind == ItemKind.STRENGTH), None)
         lines.append(AuditLine(row, gate, state, sum(i.outcome == ItemOutcome.PASSED for i in known), len(known), stand_in,
-                               sum(i.outcome == ItemOutcome.FAILED for i in known)))
+                               sum(i.outcome == ItemOutcome.FAILED for i in known), *_tolerance(strength)))
     return lines
+
+
+def _tolerance(item: ItemResult | None) -> tuple[str, bool]:
+    """A strength item's summary for the table (its finding's, else what became of the item), and whether it failed."""
+    from _vllm_gates.tolerance_audit import StrengthFinding
+
+    if item is None:
+        return "", False
+    if item.strength is not None:
+        try:
+            finding = StrengthFinding.from_data(item.strength)
+            return finding.summary(), not finding.strong
+        except (KeyError, TypeError, ValueError):
+            pass
+    if item.outcome == ItemOutcome.SKIPPED:
+        return "not audited: " + item.detail, False
+    return ("ERROR: " if item.outcome == ItemOutcome.ERROR else "") + (item.detail or item.outcome.value), \
+        item.outcome == ItemOutcome.FAILED
 
 
 STAND_IN_WIDTH = 60  # terminal columns of the stand-in cell; a longer state is cut there and shown whole under the table
 
 
+TOLERANCE_WIDTH = 70  # terminal columns of the tolerance cell, likewise
+
+
 def audit_table(lines: list[AuditLine]) -> str:
     """Fixed-width columns sized to their longest cell (in terminal columns), so no cell runs into the next; a
-    stand-in state longer than STAND_IN_WIDTH is cut with "…" in its cell and given whole under the table."""
-    body = [(line.row, line.gate, line.state, f"{line.rejected}/{line.known_bad} rejected") for line in lines]
-    out = fixed_width(("row", "gate", "stand-in", "known-bad"), body, {2: STAND_IN_WIDTH})
+    stand-in state longer than STAND_IN_WIDTH is cut with "…" in its cell and given whole under the table; the
+    tolerance column (only where a gate has a tolerance) likewise at TOLERANCE_WIDTH."""
+    tolerance = any(line.tolerance for line in lines)
+    body = [(line.row, line.gate, line.state, f"{line.rejected}/{line.known_bad} rejected",
+             *([line.tolerance or "-"] if tolerance else [])) for line in lines]
+    out = fixed_width(("row", "gate", "stand-in", "known-bad", *(["tolerance"] if tolerance else [])), body,
+                      {2: STAND_IN_WIDTH, 4: TOLERANCE_WIDTH})
     cut = [f"{line.row}::{line.gate}: {one_line(line.state)}" for line in lines if display_width(one_line(line.state)) > STAND_IN_WIDTH]
+    cut += [f"{line.row}::{line.gate} tolerance: {one_line(line.tolerance)}" for line in lines
+            if display_width(one_line(line.tolerance)) > TOLERANCE_WIDTH]
     return "\n".join(out + ([""] + cut if cut else []))

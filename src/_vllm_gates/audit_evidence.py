@@ -18,6 +18,7 @@ from _vllm_gates.fingerprints import Fingerprinter
 from _vllm_gates.items import ItemKind
 from _vllm_gates.model import Gate, GateFile
 from _vllm_gates.outcomes import ItemOutcome
+from _vllm_gates.policies import has_tolerance
 from _vllm_gates.project import Project
 from _vllm_gates.verdicts import ItemResult
 
@@ -38,7 +39,7 @@ def _audit_items(document: Mapping[str, Any], shown: str) -> dict[tuple[str, str
     found: dict[tuple[str, str], list[ItemResult]] = {}
     try:
         for item in document["items"]:
-            if item["kind"] in (ItemKind.AUDIT.value, ItemKind.KNOWN_BAD.value):
+            if item["kind"] in (ItemKind.AUDIT.value, ItemKind.KNOWN_BAD.value, ItemKind.STRENGTH.value):
                 result = ItemResult(**{name: item[name] for name in _ITEM_FIELDS if name in item})
                 result = replace(result, outcome=ItemOutcome(result.outcome))
                 found.setdefault((result.row, result.gate), []).append(result)
@@ -48,7 +49,7 @@ def _audit_items(document: Mapping[str, Any], shown: str) -> dict[tuple[str, str
 
 
 def _wanted(gate: Gate) -> set[str]:
-    return {"audit", *(f"known_bad[{kb.name}]" for kb in gate.known_bad)}
+    return {"audit", *(f"known_bad[{kb.name}]" for kb in gate.known_bad), *(["strength"] if has_tolerance(gate.policy) else [])}
 
 
 def selected_gates(project: Project, rows: list[str], markexpr: str) -> list[tuple[GateFile, Gate]]:

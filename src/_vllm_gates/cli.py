@@ -476,7 +476,7 @@ def parser() -> argparse.ArgumentParser:
                      help="only this gate of the one ROW (repeatable): a partial selection, judged on what it ran; "
                           "no claim is judged")
     run.add_argument("--case", action="append", default=[], metavar="NAME",
-                     help="only this item of the one --gate (repeatable): a named case, properties, known_bad[NAME] or audit")
+                     help="only this item of the one --gate (repeatable): a named case, properties, known_bad[NAME], audit or strength")
     run.add_argument("--profile", choices=list(PROFILES),
                      help="hypothesis profile: ci (derandomized), dev, thorough (10x examples), deep (50x, a fresh seed "
                           "printed); default: ci when CI is set, else dev")

@@ -123,13 +123,14 @@ def _partial(report: RunReport) -> ExitCode:
 
 
 def _audit(lines: Sequence[AuditLine]) -> ExitCode:
-    """`gates audit`: 3 a gate errored; 1 a gate cannot fail or a known-bad passed; 5 nothing was audited; else 0."""
+    """`gates audit`: 3 a gate errored; 1 a gate cannot fail, a known-bad passed, or a tolerance let a wrong answer
+    through (or was checked against none); 5 nothing was audited; else 0."""
     from _vllm_gates.audit import StandIn
 
     if not lines:
         return ExitCode.EMPTY
     if any(line.stand_in is StandIn.ERROR for line in lines):
         return ExitCode.ERROR
-    if any(line.stand_in is StandIn.STILL_PASSES or line.known_bad_passed for line in lines):
+    if any(line.stand_in is StandIn.STILL_PASSES or line.known_bad_passed or line.tolerance_failed for line in lines):
         return ExitCode.CLAIM_NOT_MET
     return ExitCode.OK

@@ -13,7 +13,7 @@ from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
 from _vllm_gates.model import BrokenGate, Case, Gate, GateFile, KnownBad, Operation, Properties, Raises, Roadmap, Row, TargetRef
 from _vllm_gates.operations import OPERATION_NAME, load_operations, operations_path
 from _vllm_gates.patterns import files_matching, pattern_parts
-from _vllm_gates.policies import Policy, read_policy
+from _vllm_gates.policies import TOLERANCE_POLICIES, Policy, read_policy
 from _vllm_gates.roadmap import ROW_ID
 from _vllm_gates.specdoc import REQUIREMENT_ID, requirements_in
 from _vllm_gates.config import is_absolute, outside_root
@@ -24,7 +24,7 @@ from _vllm_gates.yamlsource import YList, YMap, file_kind, load_yaml, location_o
 GATE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 EXCEPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-RESERVED_CASE_NAMES = ("properties", "audit")
+RESERVED_CASE_NAMES = ("properties", "audit", "strength")
 
 FILE_KEYS_REQUIRED = {"row", "title", "spec", "gates"}  # `gates` may be left to `parts`
 FILE_KEYS_OPTIONAL = {"sources", "notes", "parts"}
@@ -32,7 +32,7 @@ PART_KEYS_REQUIRED, PART_KEYS_OPTIONAL = {"row", "gates"}, {"milestone", "notes"
 PART_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.ya?ml$")  # a file in the row's folder
 GATE_KEYS_REQUIRED = {"id", "milestone", "covers", "markers"}  # and exactly one of `impl` or `operation`
 GATE_KEYS_OPTIONAL = {"impl", "operation", "oracle", "build", "compare", "cases", "properties", "known_bad", "description",
-                      "timeout", "upstream"}
+                      "timeout", "upstream", "strength"}
 CASE_KEYS = {"input", "expect", "raises", "note", "upstream"}
 
 
@@ -295,11 +295,12 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> tupl
                        "a gate needs at least one case or `properties`: otherwise it checks nothing")
     description = reader.string(body, "description", f"{key}.description") if "description" in body else None
     timeout = _timeout(reader, body, key)
+    strength = _strength(reader, body, key, policy)
     if not (gate_id and milestone and impl and markers):
         return None, []
     gate = Gate(gate_id, body.location, milestone, tuple(covers), tuple(markers), impl, oracle, build_impl,
                 build_oracle, compare, tuple(cases), properties, tuple(known_bad), description, timeout, operation,
-                policy=policy)
+                policy=policy, strength=strength)
     if "upstream" not in body:
         return gate, []
     parts = LegParts(_target, _properties, context.declared, context.spec)
@@ -354,6 +355,27 @@ def _timeout(reader: GateReader, body: YMap, key: str) -> float | None:
     value = body["timeout"]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
         reader.problem(location_of(body, "timeout"), f"{key}.timeout", f"expected a number of seconds in (0, 86400], got {show(value)}")
+        return None
+    return float(value)
+
+
+def _strength(reader: GateReader, body: YMap, key: str, policy: Policy | None) -> float | None:
+    """`strength:` the noise, as a share of the expected RMS in (0, 1], that the tolerance audit adds (issue 29 item
+    5); only on a gate whose `compare:` is a policy with a tolerance."""
+    if "strength" not in body:
+        return None
+    value, where = body["strength"], location_of(body, "strength")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        hint = " (YAML reads it as text: write a number such as 0.001)" if isinstance(value, str) else ""
+        reader.problem(where, f"{key}.strength", f"expected the audit's noise level as a share of the expected RMS, a "
+                                                 f"number in (0, 1] such as 0.01 for 1%, got {type_name(value)} {show(value)}{hint}")
+        return None
+    if policy is None or policy.name not in TOLERANCE_POLICIES:
+        said = f"`compare: {{policy: {policy.name}}}`" if policy is not None else \
+            "a `compare:` function" if "compare" in body else "no `compare:` policy"
+        reader.problem(where, f"{key}.strength", f"`strength:` sets the noise of the tolerance audit, but the gate has "
+                                                 f"{said}: no tolerance to audit (policies with one: "
+                                                 f"{', '.join(sorted(TOLERANCE_POLICIES))})")
         return None
     return float(value)
 

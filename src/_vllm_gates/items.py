@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Mapping
 
 import pytest
 
@@ -28,6 +28,7 @@ class ItemKind(str, Enum):
     PROPERTIES = "properties"
     KNOWN_BAD = "known_bad"
     AUDIT = "audit"
+    STRENGTH = "strength"
     DEFINITION = "definition"
 
 
@@ -54,6 +55,7 @@ class ItemRecord:
     rejected_item: str = ""  # a known-bad's or the audit's: the case (its name) or "properties" that rejected it
     tolerance_used: float | None = None  # a policy's passing comparisons: the most of its tolerance one used (issue 29)
     excused: int = 0  # the tokens policy: near-tie positions its passing comparisons excused
+    strength: Mapping[str, Any] | None = None  # the tolerance audit's finding (tolerance_audit.StrengthFinding.to_data)
 
 
 RECORD = pytest.StashKey[ItemRecord]()
@@ -104,7 +106,7 @@ class GateItem(pytest.Item):
             seed = self.config.stash.get(RUN_SEED, None)
             return _render_mismatch(error, self.nodeid, seed.drawn(current_profile_name()) if seed else "",
                                     seed.replay(current_profile_name()) if seed else "")
-        if isinstance(error, KnownBadPassed):
+        if isinstance(error, (KnownBadPassed, ToleranceTooWide)):
             return str(error)
         if isinstance(error, DefinitionError):
             return "\n".join(f"definition error: {p}" for p in error.problems)
@@ -237,6 +239,42 @@ class AuditItem(KnownBadItem):
     def __init__(self, *, resolved: ResolvedGate, **kwargs: Any):
         assert resolved.audit is not None
         super().__init__(resolved=resolved, label="the wrong-everywhere stand-in", stand_in=resolved.audit, **kwargs)
+
+
+class ToleranceTooWide(GatesError):
+    """A wrong answer derived from the expected results passed every case and example (the gate is WEAK), or one
+    could be derived from none of them (its tolerance is unchecked against it)."""
+
+
+class StrengthItem(GateItem):
+    """The tolerance audit of a gate whose `compare:` policy has a tolerance (issue 29 item 5): passes when every
+    wrong answer (tolerance_audit.py) fails at least one case or generated example."""
+
+    kind = ItemKind.STRENGTH
+
+    def __init__(self, *, resolved: ResolvedGate, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.resolved = resolved
+
+    def run_checks(self) -> ItemRecord:
+        from _vllm_gates.strength_samples import case_samples, example_samples
+        from _vllm_gates.tolerance_audit import DEFAULT_STRENGTH, audit_tolerance, usable
+
+        gate = self.resolved.gate
+        assert gate.policy is not None
+        budget = effective_max_examples(gate.properties.max_examples) if gate.properties else 0
+        found = case_samples(self.resolved) + example_samples(self.resolved, settings_for, budget)
+        samples = usable(gate.policy, found)
+        if not samples:
+            raise GateBroken(f"gate {gate.id}: the tolerance audit has nothing to derive wrong answers from: no case or "
+                             f"generated example expects a result holding an array that {gate.policy.describe()} "
+                             f"compares with a tolerance ({len(found)} expected result(s) hold none)")
+        finding = audit_tolerance(gate.policy, samples, gate.strength or DEFAULT_STRENGTH)
+        record = ItemRecord(len(samples) * len(finding.answers), finding.summary(), strength=finding.to_data())
+        if not finding.strong:
+            self.stash[RECORD] = record
+            raise ToleranceTooWide(f"{gate.location.path}:{gate.location.line}: gate {gate.id}: {finding.summary()}")
+        return record
 
 
 class DefinitionErrorItem(GateItem):

@@ -100,6 +100,7 @@ class Gate:
     leg_of: str | None = None  # the gate whose `upstream:` leg this is (upstream_legs.py); None: a gate as written
     deviations: tuple[str, ...] = ()  # a deviation leg: the declared deviations (spec/deviations.yaml) it checks
     policy: Policy | None = None  # `compare: {policy: ...}`: how arrays in results are compared (policies.py, issue 29)
+    strength: float | None = None  # `strength:`: the noise (share of the RMS) the tolerance audit adds (tolerance_audit.py)
 
     def targets(self) -> list[TargetRef]:
         """Every target the gate names, for resolution at collection."""

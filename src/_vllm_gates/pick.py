@@ -7,6 +7,7 @@ import difflib
 from _vllm_gates.errors import GatesError
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.model import Gate
+from _vllm_gates.policies import has_tolerance
 from _vllm_gates.project import Project
 
 
@@ -22,9 +23,11 @@ def _unknown(flag: str, value: str, what: str, known: list[str]) -> PickError:
 
 
 def item_names(gate: Gate) -> list[str]:
-    """The names of a gate's items, as pytest's node ids end: its cases, properties, known_bad[NAME], audit."""
+    """The names of a gate's items, as pytest's node ids end: its cases, properties, known_bad[NAME], audit, and
+    strength for a gate whose policy has a tolerance."""
     return ([case.name for case in gate.cases] + (["properties"] if gate.properties is not None else [])
-            + [f"known_bad[{entry.name}]" for entry in gate.known_bad] + ["audit"])
+            + [f"known_bad[{entry.name}]" for entry in gate.known_bad] + ["audit"]
+            + (["strength"] if has_tolerance(gate.policy) else []))
 
 
 def node_ids(project: Project, rows: list[str], gates: list[str], cases: list[str]) -> list[str]:

@@ -23,8 +23,9 @@ from _vllm_gates.mutation_claims import MutationEvidence, load_mutation_evidence
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run, not_started, pointer
 from _vllm_gates.implementations import PYTHON, Implementation
-from _vllm_gates.items import RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items, link_runs
+from _vllm_gates.items import RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, StrengthItem, known_bad_items, link_runs
 from _vllm_gates.model import Gate, GateFile, TargetRef
+from _vllm_gates.policies import has_tolerance
 from _vllm_gates.outcomes import NotImplementedBy, RequirementUnmet
 from _vllm_gates.profiles import SEED_OPTION, RunSeed, load_default_profile, register_profiles
 from _vllm_gates.requirements import Requirement, unmet
@@ -396,6 +397,8 @@ class GateNode(pytest.Collector):
                 yield PropertiesItem.from_parent(self, name="properties", resolved=self.resolved, **common, line=gate.properties.location.line)
         yield from known_bad_items(self, self.resolved, common, gate.known_bad)
         yield AuditItem.from_parent(self, name="audit", resolved=self.resolved, **common, line=gate.location.line)
+        if has_tolerance(gate.policy):
+            yield StrengthItem.from_parent(self, name="strength", resolved=self.resolved, **common, line=gate.location.line)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: an unmarked test is selected by the default marker

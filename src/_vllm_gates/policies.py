@@ -28,6 +28,7 @@ POLICY_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "ulp": (frozenset({"max"}), frozenset({"equal_nan"})),
     "tokens": (frozenset({"margin", "max_excused"}), frozenset({"tokens", "margins"})),
 }
+TOLERANCE_POLICIES = frozenset({"allclose", "nmse", "ulp", "tokens"})  # those with a tolerance to audit (`exact` has none)
 TOKENS_KEY, MARGINS_KEY = "tokens", "top2_margin"  # the tokens policy's default keys of the result map
 
 
@@ -55,6 +56,11 @@ class Policy:
         if self.name == "tokens":
             return f"tokens (margin {self.margin:g} nats, max_excused {self.max_excused})"
         return self.name
+
+
+def has_tolerance(policy: Policy | None) -> bool:
+    """A gate under this policy has a tolerance for the strength audit to check (issue 29 item 5)."""
+    return policy is not None and policy.name in TOLERANCE_POLICIES
 
 
 def read_policy(reader: Reader, body: YMap, key: str) -> Policy | None:

@@ -55,6 +55,7 @@ class _Partial:
     agreed_errors: int = 0
     tolerance_used: float | None = None
     excused: int = 0
+    strength: Any = None  # the tolerance audit's finding as plain data (StrengthFinding.to_data)
 
 
 @dataclass(eq=False)
@@ -127,6 +128,7 @@ class GateRun:
             entry.checks, entry.rejected_by = found.checks, found.rejected_by
             entry.values, entry.agreed_errors = found.values, found.agreed_errors
             entry.tolerance_used, entry.excused = found.tolerance_used, found.excused
+            entry.strength = found.strength
         if report.skipped:
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
@@ -143,7 +145,8 @@ class GateRun:
                            kind=e.identity.kind.value, name=nodeid.rsplit("::", 1)[-1], outcome=e.outcome, checks=e.checks,
                            detail=e.rejected_by if e.outcome == ItemOutcome.PASSED else e.detail, duration=round(e.duration, 6),
                            values=e.values, agreed_errors=e.agreed_errors, cause=e.cause,
-                           tolerance_used=e.tolerance_used if e.outcome == ItemOutcome.PASSED else None, excused=e.excused)
+                           tolerance_used=e.tolerance_used if e.outcome == ItemOutcome.PASSED else None, excused=e.excused,
+                           strength=e.strength)
                 for nodeid, e in self._results.items()]
 
     def scope(self, roadmap: Roadmap) -> list[str]:

@@ -85,9 +85,10 @@ class Comparison:
         return sum(found.excused_count for found in self.arrays)
 
 
-def compare_under(policy: Policy, actual: Any, expected: Any) -> Comparison:
-    """``actual`` against ``expected`` under ``policy``; a result with no array element compared is a problem."""
-    walk = _Walk(policy)
+def compare_under(policy: Policy, actual: Any, expected: Any, describe: bool = True) -> Comparison:
+    """``actual`` against ``expected`` under ``policy``; a result with no array element compared is a problem.
+    ``describe=False``: a failing array's report figures are not computed (the tolerance audit asks pass or fail)."""
+    walk = _Walk(policy, describe=describe)
     walk.visit("result", actual, expected)
     problem = walk.problem
     if not problem and not walk.differences and walk.compared == 0:
@@ -105,6 +106,7 @@ class _Walk:
     """Walks actual and expected side by side, comparing arrays under the policy and everything else exactly."""
 
     policy: Policy
+    describe: bool = True
     arrays: list[ArrayFinding] = field(default_factory=list)
     differences: list[Difference] = field(default_factory=list)
     compared: int = 0
@@ -189,7 +191,8 @@ class _Walk:
             found, problem = _judge_tokens(self.policy, path, actual, expected, margins)
             self.problem = self.problem or problem
             return found
-        return _judge(self.policy if not exact and name in FLOAT_DTYPES else Policy("exact"), path, actual, expected)
+        return _judge(self.policy if not exact and name in FLOAT_DTYPES else Policy("exact"), path, actual, expected,
+                      self.describe)
 
 
 def _kind(value: Any) -> str:
@@ -273,7 +276,7 @@ def _scores(policy: Policy, actual: Any, expected: Any) -> tuple[Any, Any]:
     return ratio > 1.0, ratio
 
 
-def _judge(policy: Policy, path: str, actual: Any, expected: Any) -> ArrayFinding:
+def _judge(policy: Policy, path: str, actual: Any, expected: Any, describe: bool = True) -> ArrayFinding:
     """Pass or fail, and the tolerance used; a failing array is then described (_describe)."""
     import numpy as np
 
@@ -294,6 +297,8 @@ def _judge(policy: Policy, path: str, actual: Any, expected: Any) -> ArrayFindin
             bad_any = bad_any or bool(bad.any())
             if score.size:
                 worst_score = max(worst_score, float(score.max()))
+            if bad_any and not describe:
+                break  # pass or fail is all that is asked, and it fails
     if nmse:
         measured = _nmse(squared_error, squared_expected)
         passed = non_finite == 0 and measured <= (policy.max or 0.0)
@@ -303,8 +308,8 @@ def _judge(policy: Policy, path: str, actual: Any, expected: Any) -> ArrayFindin
     else:
         passed, used = not bad_any, (worst_score if policy.name == "allclose" and actual.dtype.name in FLOAT_DTYPES else 0.0)
     shape, dtype = tuple(actual.shape), actual.dtype.name
-    if passed:
-        return ArrayFinding(path, shape, dtype, total, True, used)
+    if passed or not describe:
+        return ArrayFinding(path, shape, dtype, total, passed, used)
     return _describe(policy, path, actual, expected, used)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
 from enum import Enum
 
 from _vllm_gates.model import BrokenGate, Gate, GateFile, Roadmap
@@ -51,6 +52,7 @@ class ItemResult:
     cause: SkipCause | None = None  # why it was skipped, as data (reports show ``detail``, not this)
     tolerance_used: float | None = None  # a passing item under a policy: the most of its tolerance one comparison used
     excused: int = 0  # the tokens policy: near-tie positions excused
+    strength: Mapping[str, Any] | None = None  # the strength item: the tolerance audit's finding (StrengthFinding.to_data)
 
     @property
     def not_implemented(self) -> NotImplementedBy | None:

@@ -1,0 +1,153 @@
+"""The wrong answers a too-wide tolerance lets through (issue 29 item 5), derived from an expected result and scaled
+to its data, never to the tolerance: zeros, a constant equal to its mean, its last axis permuted, and it plus
+seeded noise of a share of its RMS.
+
+Each is the expected result with every array the policy applies a tolerance to replaced (floating arrays; under
+`tokens`, the token ids): arrays compared exactly would reject any wrong answer whatever the tolerance, and so
+would hide a tolerance that is too wide. numpy is imported only when an answer is derived.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from _vllm_gates.policies import ALLCLOSE_DEFAULTS, Policy
+
+ZEROS, MEAN, PERMUTED, NOISE = "zeros", "the expected mean", "the last axis permuted", "noise"
+WRONG_ANSWERS = (ZEROS, MEAN, PERMUTED, NOISE)
+NOISE_SEED = 29  # the noise of sample i is drawn from PCG64(SeedSequence([NOISE_SEED, i])): the same on every machine
+CHUNK = 1 << 20  # elements per step while noise is added: the float64 temporaries stay a few MiB
+
+ArrayMap = Callable[[Any, Any], Any]  # (expected array, its noise generator or None) -> the wrong array
+
+
+def governed(value: Any, policy: Policy) -> list[Any]:
+    """The arrays inside a result that ``policy`` applies a tolerance to, in the order a result is walked."""
+    found: list[Any] = []
+    substituted(value, policy, lambda array: found.append(array) or array)
+    return found
+
+
+def substituted(value: Any, policy: Policy, make: Callable[[Any], Any]) -> Any:
+    """``value`` with each array ``governed`` yields replaced by ``make(array)``; everything else as it is."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return make(value) if policy.name != "tokens" and value.dtype.name in ALLCLOSE_DEFAULTS else value
+    if isinstance(value, dict):
+        if policy.name == "tokens" and policy.tokens in value and policy.margins in value:
+            ids = value[policy.tokens]
+            if isinstance(ids, np.ndarray) and ids.dtype.kind in "iu":
+                return {**value, policy.tokens: make(ids)}
+            return value
+        return {key: substituted(inner, policy, make) for key, inner in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(substituted(inner, policy, make) for inner in value)
+    return value
+
+
+def wrong_answer(name: str, expected: Any, policy: Policy, sample: int, level: float) -> Any | None:
+    """The wrong answer ``name`` derived from ``expected`` (``level``: the noise's share of the RMS; ``sample``: the
+    sample's number, which seeds its noise); None where it equals ``expected`` in every governed array (an all-zero,
+    constant or row-constant expectation, or noise too small to change an element): it is then no wrong answer."""
+    import numpy as np
+
+    make: Callable[[Any], Any] = {ZEROS: _zeros, MEAN: _mean, PERMUTED: _permuted}.get(name) or (lambda array: array)
+    if name == NOISE:
+        generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence([NOISE_SEED, sample])))
+        make = lambda array: _noisy(array, level, generator)  # noqa: E731  # the generator carries on array to array
+    changed = False
+
+    def replace(array: Any) -> Any:
+        nonlocal changed
+        wrong = make(array)
+        if wrong is not array and not changed and _differs(wrong, array):
+            changed = True
+        return wrong
+
+    found = substituted(expected, policy, replace)
+    return found if changed else None
+
+
+def _differs(wrong: Any, array: Any) -> bool:
+    """Some element of ``wrong`` differs in value from ``array``'s (NaN equal to NaN), chunk by chunk."""
+    import numpy as np
+
+    ours, theirs = wrong.reshape(-1), array.reshape(-1)
+    floating = array.dtype.kind not in "iub"
+    for start in range(0, theirs.size, CHUNK):
+        if not np.array_equal(ours[start:start + CHUNK], theirs[start:start + CHUNK], equal_nan=floating):
+            return True
+    return False
+
+
+def _cast(values: Any, like: Any) -> Any:
+    """Float64 values in ``like``'s dtype; integers rounded and held within the dtype's range."""
+    import numpy as np
+
+    if like.dtype.kind in "iu":
+        info = np.iinfo(like.dtype)
+        values = np.clip(np.rint(values), info.min, info.max)
+    return values.astype(like.dtype)
+
+
+def _finite(array: Any) -> Any:
+    import numpy as np
+
+    values = array.reshape(-1).astype(np.float64)
+    return values[np.isfinite(values)]
+
+
+def _zeros(array: Any) -> Any:
+    import numpy as np
+
+    return np.zeros(array.shape, dtype=array.dtype)
+
+
+def _mean(array: Any) -> Any:
+    """Every element the mean of the finite expected elements (none finite: the array as it is)."""
+    import numpy as np
+
+    finite = _finite(array)
+    if not finite.size:
+        return array
+    return np.full(array.shape, _cast(np.array(finite.mean()), array), dtype=array.dtype)
+
+
+def _permuted(array: Any) -> Any:
+    """The last axis rotated by one place: every element moves, and every row whose values are not all equal
+    changes (a row equal to itself rotated by one is constant); a 0-d array has no axis to permute."""
+    import numpy as np
+
+    return np.roll(array, 1, axis=-1) if array.ndim else array
+
+
+def rms(array: Any) -> float:
+    """The root mean square of the finite elements (0 for none)."""
+    import numpy as np
+
+    total, count = 0.0, 0
+    flat = array.reshape(-1)
+    for start in range(0, flat.size, CHUNK):
+        part = flat[start:start + CHUNK].astype(np.float64)
+        part = part[np.isfinite(part)]
+        total += float(np.dot(part, part))
+        count += part.size
+    return (total / count) ** 0.5 if count else 0.0
+
+
+def _noisy(array: Any, level: float, generator: Any) -> Any:
+    """The array plus normal noise of standard deviation ``level`` × its RMS, drawn chunk by chunk in float64 and
+    cast back; non-finite elements stay as they are."""
+    import numpy as np
+
+    scale = level * rms(array)
+    if scale == 0.0:
+        return array
+    out = np.empty(array.shape, dtype=array.dtype)
+    source, target = array.reshape(-1), out.reshape(-1)
+    for start in range(0, source.size, CHUNK):
+        part = source[start:start + CHUNK].astype(np.float64)
+        noisy = part + scale * generator.standard_normal(part.size)
+        noisy = np.where(np.isfinite(part), noisy, part)
+        target[start:start + CHUNK] = _cast(noisy, array)
+    return out
