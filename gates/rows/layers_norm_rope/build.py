@@ -24,15 +24,15 @@ def _torch(value: Any) -> Any:
 
 def rms_arrays(case: Mapping[str, Any]) -> dict[str, Any]:
     """x, weight (or None), residual (or None) and eps of an RMSNorm case."""
-    shape = (int(case["tokens"]), int(case["hidden"]))
+    shape = tuple(int(case[axis]) for axis in ("tokens", "hidden") if axis in case)  # no tokens: one 1-d row
     scale = float(case.get("scale", 1.0))
     weight = None
     if case.get("weight", True):
-        weight_shape = (int(case.get("weight_hidden", shape[1])),)
+        weight_shape = (int(case.get("weight_hidden", shape[-1])),)
         weight = normal(case, 1, weight_shape, float(case.get("weight_spread", 0.1)), mean=1.0)
     residual = None
     if case.get("residual", False):
-        residual = normal(case, 2, (int(case.get("residual_tokens", shape[0])), shape[1]), scale)
+        residual = normal(case, 2, (int(case.get("residual_tokens", shape[0])), *shape[1:]), scale)
     return {"x": normal(case, 0, shape, scale), "weight": weight, "residual": residual,
             "eps": float(case.get("eps", 1e-6))}
 

@@ -26,4 +26,4 @@ def generator(case: Mapping[str, Any], stream: int) -> np.random.Generator:
 def normal(case: Mapping[str, Any], stream: int, shape: tuple[int, ...], scale: float, mean: float = 0.0) -> np.ndarray:
     """mean + scale · N(0, 1) of ``shape``, drawn in float32 and rounded to the case's dtype."""
     values = mean + scale * generator(case, stream).standard_normal(shape, dtype=np.float32)
-    return values.astype(np.float32).astype(dtype_of(case))
+    return np.asarray(values, dtype=np.float32).astype(dtype_of(case))  # a 0-d array, not a scalar, for shape ()

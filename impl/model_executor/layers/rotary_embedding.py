@@ -44,8 +44,8 @@ def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Te
                      rotary_dim: int, cache: torch.Tensor, neox: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """query and key [tokens, heads * head_size] with each head's first rotary_dim elements rotated by the angles of
     its token's position (NR-3.1..NR-3.5); key may be None. The cache is cast to the query's dtype first."""
-    if not 2 <= rotary_dim <= head_size:
-        raise ValueError(f"rotary_dim={rotary_dim} must be in [2, head_size={head_size}]")
+    if rotary_dim > head_size:
+        raise ValueError(f"rotary_dim={rotary_dim} must be <= head_size={head_size}")
     positions = positions.flatten()
     if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= cache.shape[0]):
         raise ValueError(f"positions must lie in [0, max_position={cache.shape[0]}); got "
