@@ -12,6 +12,8 @@ gate cases use), plain data out (ints, floats, strings, lists, dicts), computed 
   size validation (vllm/distributed/parallel_state.py, vllm/config/parallel.py)
 - ``upstream.shard_plan``  the TP-W2 shard plan read off vLLM's own linear and vocab-parallel layers, loaded per rank
   with the TP group faked (vllm/model_executor/layers/linear.py, vllm/model_executor/layers/vocab_parallel_embedding.py)
+- ``upstream.norm_rope``  RMSNorm.forward_native and RotaryEmbedding.forward_native on CPU
+  (vllm/model_executor/layers/layernorm.py, vllm/model_executor/layers/rotary_embedding/base.py)
 - ``upstream.memory``    MemorySnapshot / memory_profiling with the device readings faked (vllm/utils/mem_utils.py)
 - ``upstream.model_geometry``  ModelConfig's per-rank geometry of a config.json at a TP size, vLLM's refusals, and
   the pool bytes per block by vLLM's grouping (vllm/config/model.py, vllm/v1/core/kv_cache_planning.py)
@@ -42,6 +44,8 @@ MODULES: tuple[str, ...] = (
     "vllm.distributed.parallel_state",
     "vllm.model_executor.layers.linear",
     "vllm.model_executor.layers.vocab_parallel_embedding",
+    "vllm.model_executor.layers.layernorm",
+    "vllm.model_executor.layers.rotary_embedding.base",
     "vllm.config",
     "compressed_tensors",
 )

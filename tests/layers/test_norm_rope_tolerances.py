@@ -1,0 +1,104 @@
+"""LAYERS-NORM-ROPE's tolerances (issue 29 item 7, the Numbers rule): each gate's policy, as gate.yaml states it,
+rejects zeros, the expected mean as a constant, the expected tensor with its last axis permuted and 1%-of-RMS noise;
+and the float16-variance known-bad really differs at a model's size (hidden 4096) under the float16 default."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from _vllm_gates.policies import Policy
+from _vllm_gates.tolerance import compare_under
+from gates.rows.layers_norm_rope import build, known_bad
+from impl.model_executor.layers.layernorm import rms_norm
+from impl.model_executor.layers.rotary_embedding import rope_forward
+from oracles import norm_rope
+
+pytestmark = pytest.mark.cpu
+
+GATE_FILE = Path(__file__).resolve().parents[2] / "gates/rows/layers_norm_rope/gate.yaml"
+
+
+def _policy(gate_id: str) -> Policy:
+    """The gate's `compare:` policy as gate.yaml gives it."""
+    gates = {gate["id"]: gate for gate in yaml.safe_load(GATE_FILE.read_text())["gates"]}
+    compare = dict(gates[gate_id]["compare"])
+    return Policy(compare.pop("policy"), **compare)
+
+
+def _expected(gate_id: str, case: str) -> np.ndarray:
+    """The oracle's first tensor on one of the gate's named cases."""
+    gates = {gate["id"]: gate for gate in yaml.safe_load(GATE_FILE.read_text())["gates"]}
+    case_input = gates[gate_id]["cases"][case]["input"]
+    oracle, builder = {"rms-norm": (norm_rope.rms_norm, build.rms_oracle),
+                       "rms-norm-float16-drawn": (norm_rope.rms_norm, build.rms_oracle),
+                       "rope-cos-sin-cache": (norm_rope.cos_sin_cache, build.cache_call),
+                       "rotary-embedding": (norm_rope.rope_forward, build.rope_oracle)}[gate_id]
+    call = builder(case_input)
+    result = oracle(*call.args, **call.kwargs)
+    return result[0] if isinstance(result, tuple) else result
+
+
+def _wrong_answers(expected: np.ndarray) -> dict[str, np.ndarray]:
+    wide = expected.astype(np.float64)
+    rms = float(np.sqrt(np.mean(wide * wide)))
+    noise = np.random.Generator(np.random.PCG64(0)).standard_normal(expected.shape)
+    return {"zeros": np.zeros_like(expected), "constant": np.full_like(expected, wide.mean()),
+            "permuted": expected[..., np.random.Generator(np.random.PCG64(1)).permutation(expected.shape[-1])],
+            "noise": (wide + 0.01 * rms * noise).astype(expected.dtype)}
+
+
+@pytest.mark.parametrize(("gate_id", "case"), [
+    ("rms-norm", "float32-hidden-4096"), ("rms-norm", "bfloat16-hidden-4096"), ("rms-norm", "float16-hidden-4096-unit"),
+    ("rms-norm-float16-drawn", "float16-hidden-4096-x10"), ("rope-cos-sin-cache", "llama-3-128x8192"),
+    ("rotary-embedding", "llama-3-neox-float32"), ("rotary-embedding", "llama-3-neox-bfloat16"),
+    ("rotary-embedding", "llama-2-neox-float16")])
+def test_each_tolerance_rejects_the_wrong_answers_a_loose_one_lets_through(gate_id: str, case: str) -> None:
+    policy, expected = _policy(gate_id), _expected(gate_id, case)
+    assert compare_under(policy, expected, expected).passed
+    passed = [name for name, wrong in _wrong_answers(expected).items() if compare_under(policy, wrong, expected).passed]
+    assert passed == [], f"{gate_id} under {policy.describe()} lets {passed} pass on {case}"
+
+
+def test_an_atol_of_one_lets_a_wrong_answer_through() -> None:
+    """The check above can fail: RMSNorm's outputs are O(1), so atol 1.0 (issue 29's example of a widened
+    tolerance) lets the 1%-noise answer pass."""
+    expected = _expected("rms-norm", "float32-hidden-4096")
+    loose = Policy("allclose", rtol=1.3e-6, atol=1.0)
+    assert compare_under(loose, _wrong_answers(expected)["noise"], expected).passed
+
+
+def _float16_case(hidden: int, scale: float) -> dict[str, Any]:
+    return {"tokens": 4, "hidden": hidden, "dtype": "float16", "seed": 4, "scale": scale}
+
+
+@pytest.mark.parametrize(("hidden", "scale"), [(4096, 1.0), (4096, 10.0)])
+def test_a_float16_running_sum_fails_the_float16_default_at_hidden_4096(hidden: int, scale: float) -> None:
+    call = build.rms_impl(_float16_case(hidden, scale))
+    right, wrong = rms_norm(*call.args, **call.kwargs), known_bad.float16_variance(*call.args, **call.kwargs)
+    assert compare_under(Policy("allclose"), wrong.numpy(), right.numpy()).passed is False
+
+
+def test_a_float16_running_sum_is_within_the_default_on_a_toy_row() -> None:
+    """Why the cases are of a model's size: at hidden 8, values ~1, the float16 sum stays within the default."""
+    call = build.rms_impl(_float16_case(8, 1.0))
+    right, wrong = rms_norm(*call.args, **call.kwargs), known_bad.float16_variance(*call.args, **call.kwargs)
+    assert compare_under(Policy("allclose"), wrong.numpy(), right.numpy()).passed
+
+
+def test_rope_oracle_rounds_where_vllm_rounds() -> None:
+    """The complex-multiplication oracle is bit-equal to the port in every dtype (NR-3.3), GPT-J and partial too."""
+    for dtype in ("float32", "float16", "bfloat16"):
+        for neox, rotary_dim in ((True, 64), (False, 32)):
+            case = {"tokens": 5, "heads": 2, "kv_heads": 1, "head_size": 64, "rotary_dim": rotary_dim,
+                    "max_position": 4096, "base": 10000.0, "neox": neox, "dtype": dtype, "seed": 3}
+            impl_call, oracle_call = build.rope_impl(case), build.rope_oracle(case)
+            ours = rope_forward(*impl_call.args, **impl_call.kwargs)
+            theirs = norm_rope.rope_forward(*oracle_call.args, **oracle_call.kwargs)
+            for port, oracle in zip(ours, theirs):
+                as_bits = port.view(torch.int16 if port.dtype != torch.float32 else torch.int32).numpy()
+                assert np.array_equal(as_bits, oracle.view(as_bits.dtype)), (dtype, neox)
