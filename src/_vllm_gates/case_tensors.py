@@ -130,6 +130,7 @@ class CaseTensors:
 
         if dtype in FLOATS:
             wide = numpy.array(flat, dtype=numpy.float64)
+            wide[numpy.isnan(wide)] = math.nan  # `.nan` is the quiet NaN (PyYAML's own has its sign bit set)
             with numpy.errstate(over="ignore"):  # an overflow is refused just below
                 array = wide.astype(numpy_dtype(dtype))
             overflow = numpy.isinf(array.astype(numpy.float64)) & numpy.isfinite(wide)

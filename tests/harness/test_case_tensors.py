@@ -57,10 +57,6 @@ from vllm_gates.strategies import shapes, tensors
 
 def small():
     return st.fixed_dictionaries({"x": tensors("float32", shapes(max_dims=2, max_side=4), min_value=-100, max_value=100)})
-
-
-def large():
-    return st.fixed_dictionaries({"x": tensors("float32", (20, 20), min_value=-100, max_value=100)})
 '''
 GATE = """row: R-0
 title: row
@@ -75,7 +71,7 @@ gates:
     compare: {{policy: allclose}}
     known_bad:
       too-large: pkg.impl:doubled_off
-    cases:
+{properties}    cases:
 {cases}
 """
 CASES = {
@@ -87,7 +83,7 @@ CASES = {
 }
 
 
-def _project(root: Path, impl: str = "doubled", cases: dict[str, str] | None = None, extra: str = "") -> Path:
+def _project(root: Path, impl: str = "doubled", cases: dict[str, str] | None = None, properties: str = "") -> Path:
     """test_calls_ahead's project (row R-0 in gates/rows/r0, subjects in pkg), its gate one that doubles a tensor,
     judged allclose, its fixture in the row's fixtures/."""
     root.mkdir(parents=True, exist_ok=True)
@@ -100,7 +96,8 @@ def _project(root: Path, impl: str = "doubled", cases: dict[str, str] | None = N
     save_file({"hidden": (np.arange(12, dtype=np.float32) / 7).reshape(3, 4), "mask": np.array([True, False])},
               str(folder / "fixtures" / "acts.safetensors"))
     lines = "\n".join(f"      {name}: {body}" for name, body in (CASES if cases is None else cases).items())
-    (folder / "gate.yaml").write_text(GATE.format(impl=impl, cases=lines) + extra)
+    shown = f"    properties: {{strategy: {properties}, max_examples: 60}}\n" if properties else ""
+    (folder / "gate.yaml").write_text(GATE.format(impl=impl, cases=lines, properties=shown))
     return root
 
 
