@@ -315,3 +315,12 @@ def test_a_bad_tensor_breaks_only_its_gate_and_the_run_says_where(tmp_path):
     assert (f"definition error: {WHERE}62: {KEY}.values: values hold 1 number, but shape [3] needs 3"
             in ran.stdout), ran.stdout
     assert "Traceback" not in ran.stdout
+
+
+def test_upstream_drift_leaves_out_a_case_holding_a_tensor(tmp_path):
+    """Its probes travel as one JSON request, which carries no buffers: such a case is left out, not a crash."""
+    from _vllm_gates.drift import probes
+
+    root = _project(tmp_path, cases={**CASES, "plain": "{input: {x: 3}, expect: 6}"})
+    found = probes(load_config(root), [("R-0", _load(root).gates[0])], 0)
+    assert [probe.source for probe in found] == ["case plain"]
