@@ -127,7 +127,8 @@ def _examples(config: Config, gate: Gate, count: int) -> list[Any]:
 
 
 def probes(config: Config, selected: list[tuple[str, Gate]], examples: int) -> list[Probe]:
-    """Each selected gate's named case inputs, then its drawn examples (inputs that are not plain data are left out)."""
+    """Each selected gate's named case inputs, then its drawn examples (inputs that are not plain data, and inputs
+    holding tensors, are left out)."""
     found: list[Probe] = []
     for row, gate in selected:
         inputs = [(f"case {case.name}", case.input) for case in gate.cases]
@@ -136,9 +137,9 @@ def probes(config: Config, selected: list[tuple[str, Gate]], examples: int) -> l
         for source, data in inputs:
             try:
                 encoded = encode(data, "input")
-            except NotPlain:
+                key = json.dumps(encoded, sort_keys=True)
+            except (NotPlain, TypeError):  # TypeError: a tensor, whose elements the probes' JSON request cannot carry
                 continue
-            key = json.dumps(encoded, sort_keys=True)
             if key not in seen:  # a drawn example that repeats an input is compared once
                 seen.add(key)
                 found.append(Probe(row, gate, source, encoded))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Mapping
 
 from _vllm_gates.agreement import disagreements
+from _vllm_gates.case_tensors import CaseTensors
 from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
 from _vllm_gates.model import BrokenGate, Case, Gate, GateFile, KnownBad, Operation, Properties, Raises, Roadmap, Row, TargetRef
 from _vllm_gates.operations import OPERATION_NAME, load_operations, operations_path
@@ -19,7 +20,7 @@ from _vllm_gates.specdoc import REQUIREMENT_ID, requirements_in
 from _vllm_gates.config import is_absolute, outside_root
 from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.upstream_legs import ORACLE_ONLY, CaseRoute, LegParts, case_route, legs
-from _vllm_gates.yamlsource import YList, YMap, file_kind, load_yaml, location_of, to_plain
+from _vllm_gates.yamlsource import YList, YMap, file_kind, load_yaml, location_of
 
 GATE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -45,6 +46,11 @@ class GateReader(Reader):
         self.anchor, self.folder, self.markers, self.parity_marker = anchor, folder, markers, parity_marker
         self.default_milestone: str | None = None  # a part file's `milestone:`, for its gates that name none
         self.operations, self.operations_file = {op.name: op for op in operations}, operations_file
+        self.tensors = CaseTensors(self, None, folder)  # the cases' tensors; their fixtures are read once row_dir is set
+
+    def set_row_dir(self, row_dir: Path) -> None:
+        """The row's folder on disk, where the cases' fixture files are found."""
+        self.tensors = CaseTensors(self, row_dir, self.folder)
 
 
 def _target(reader: GateReader, mapping: YMap, name: str, key: str) -> TargetRef | None:
@@ -114,6 +120,7 @@ def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool, routes: d
         return out
     places, outside = cases_map.key_locations, cases_map.location
     case_name, keys = CASE_NAME.match, CASE_KEYS.issuperset
+    values = reader.tensors.value  # to_plain, with each tensor spelling read as an array
     for name, body in cases_map.items():
         # the common case, read without a problem: a named mapping of known keys with `expect` (or an oracle)
         if (type(name) is str and type(body) is YMap and "raises" not in body and "upstream" not in body and keys(body)
@@ -121,8 +128,10 @@ def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool, routes: d
                 and name not in RESERVED_CASE_NAMES and ("expect" in body or has_oracle)
                 and ("input" not in body or type(body["input"]) is YMap)):
             expect = body.get("expect")
-            out.append(_plain_case(name, places.get(name, outside), to_plain(body.get("input", {})), "expect" in body,
-                                   to_plain(expect) if isinstance(expect, (dict, list)) else expect))
+            case_key = f"{key}.cases.{name}"
+            out.append(_plain_case(name, places.get(name, outside), values(body.get("input", {}), f"{case_key}.input"),
+                                   "expect" in body,
+                                   values(expect, f"{case_key}.expect") if isinstance(expect, (dict, list)) else expect))
             continue
         case_key = f"{key}.cases.{name}"
         where = location_of(cases_map, name)
@@ -145,7 +154,8 @@ def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool, routes: d
             reader.problem(where, case_key, "a case has either `expect` or `raises`, not both")
         if "expect" not in case and "raises" not in case and not (has_oracle if route is None or route.oracle_leg else True):
             reader.problem(where, case_key, "a case needs `expect` or `raises` when the gate has no `oracle`")
-        out.append(Case(name, where, to_plain(case.get("input", {})), "expect" in case, to_plain(case.get("expect")), raises))
+        out.append(Case(name, where, values(case.get("input", {}), f"{case_key}.input"), "expect" in case,
+                        values(case.get("expect"), f"{case_key}.expect"), raises))
     return out
 
 
@@ -426,6 +436,7 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
     document = load_yaml(path, shown, what="gate file")  # a regular file, within the size and node limits
     package = row_package(folder)
     reader = GateReader(shown, package, folder, markers, parity_marker=parity_marker)
+    reader.set_row_dir(path.parent)
     top = reader.mapping(document, "", None)
     if top is None:
         raise DefinitionError(reader.problems)
@@ -521,6 +532,7 @@ def _parts(reader: GateReader, top: YMap, folder: Path, row_id: str | None,
             continue
         part_reader = GateReader(shown, reader.anchor, reader.folder, reader.markers, parity_marker=reader.parity_marker)
         part_reader.operations, part_reader.operations_file = reader.operations, reader.operations_file
+        part_reader.set_row_dir(folder)
         part = part_reader.mapping(document, "", None)
         if part is None:
             reader.problems.extend(part_reader.problems)

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from _vllm_gates.tensors import is_array, summary
+from _vllm_gates.tensors import is_array, summary, wire_name
 
 _PLAIN = (str, int, float, bool, type(None))
 
@@ -74,8 +74,65 @@ def _shown(value: Any, budget: list[int] | None = None) -> Any:
 
 
 def render_case(name: str, data: Any) -> str:
-    """A YAML snippet to paste under a gate's `cases:` to replay this input."""
-    if not is_plain(data):
+    """A YAML snippet to paste under a gate's `cases:` to replay this input; a tensor in it written inline in the
+    case spelling (`{tensor: {dtype, shape, values}}`, docs/gate-files.md), one of more than INLINE_ELEMENTS
+    elements only named, as too large to write (the rerun line replays it)."""
+    large = _large_tensor(data, "input")
+    if large:
+        return f"# the input cannot be written as a case: {large} is too large to write inline (at most " \
+               f"{INLINE_ELEMENTS} elements are): replay the example with the rerun line"
+    spelled = _spelled(data)
+    if not is_plain(spelled):
         return f"# input is not plain data and cannot be written as a case: {render_value(data)}"
-    block = yaml.safe_dump({name: {"input": _listify(data)}}, default_flow_style=False, sort_keys=False, allow_unicode=True)
+    block = yaml.dump({name: {"input": spelled}}, Dumper=_CaseDumper, default_flow_style=False, sort_keys=False,
+                      allow_unicode=True, width=120)
     return block.rstrip()
+
+
+INLINE_ELEMENTS = 256  # the most elements of one tensor a pasted case writes inline
+
+
+class _Flow(dict):
+    """A tensor's spelling in a rendered case: written as one flow mapping."""
+
+
+class _CaseDumper(yaml.SafeDumper):
+    """safe_dump's writer, with tensor spellings in flow style."""
+
+
+_CaseDumper.add_representer(_Flow, lambda dumper, value: dumper.represent_mapping("tag:yaml.org,2002:map", value.items(),
+                                                                                 flow_style=True))
+
+
+def _large_tensor(value: Any, place: str, budget: list[int] | None = None) -> str:
+    """The first tensor in ``value`` of more than INLINE_ELEMENTS elements, as "input.x (float32, shape [64, 64])"."""
+    budget = [10_000] if budget is None else budget
+    budget[0] -= 1
+    if is_array(value):
+        return f"{place} ({wire_name(value.dtype) or value.dtype}, shape {list(value.shape)})" \
+            if value.size > INLINE_ELEMENTS else ""
+    if budget[0] < 0:
+        return ""
+    if isinstance(value, dict):
+        return next((found for k, v in value.items() if (found := _large_tensor(v, f"{place}.{k}", budget))), "")
+    if isinstance(value, (list, tuple)):
+        return next((found for i, v in enumerate(value) if (found := _large_tensor(v, f"{place}[{i}]", budget))), "")
+    return ""
+
+
+def _spelled(value: Any) -> Any:
+    """The value with each tensor of a carried dtype in it as its case spelling, tuples as lists (as YAML writes
+    them); the rest as it is."""
+    if is_array(value):
+        name = wire_name(value.dtype)
+        if name is None:
+            return value
+        import numpy
+
+        elements = value.astype(numpy.float64) if value.dtype.kind not in "biu" else value
+        return _Flow(tensor=_Flow(dtype=name, shape=list(value.shape), values=elements.tolist()))
+    if isinstance(value, dict) and not isinstance(value, _Flow):
+        return {k: _spelled(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_spelled(v) for v in value]
+    return value

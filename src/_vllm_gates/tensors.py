@@ -121,7 +121,8 @@ def _wire(name: str, shape: Sequence[int], array: Any, refuse: Refuse) -> WireTe
     return WireTensor(name, tuple(int(d) for d in shape), memoryview(flat), flat)
 
 
-def _numpy_dtype(name: str) -> Any:
+def numpy_dtype(name: str) -> Any:
+    """The numpy dtype of a wire dtype name, little-endian (bfloat16: ml_dtypes.bfloat16)."""
     if name == "bfloat16":
         import ml_dtypes
 
@@ -176,7 +177,7 @@ def from_wire(body: Any, buffers: Sequence[bytearray], used: set[int], writable:
     used.add(index)
     import numpy
 
-    array = numpy.frombuffer(buffers[index], dtype=_numpy_dtype(dtype)).reshape(shape)
+    array = numpy.frombuffer(buffers[index], dtype=numpy_dtype(dtype)).reshape(shape)
     if dtype == "bool":
         raw = numpy.frombuffer(buffers[index], dtype=numpy.uint8)
         if raw.size and raw.max() > 1:

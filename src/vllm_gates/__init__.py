@@ -1,8 +1,9 @@
 """vllm-gates: gate roadmap rows of a vLLM port; an implementation checked against independent oracles.
 
 The public API is what gate content needs: ``Call``, which a gate's builder returns, ``settings()``, the
-settings of the implementation under gate (e.g. the header and library paths it is judged with), and ``as_torch``,
-which turns a tensor input (a numpy array in the worker) into a torch tensor. Everything else lives in
+settings of the implementation under gate (e.g. the header and library paths it is judged with), ``as_torch``,
+which turns a tensor input (a numpy array in the worker) into a torch tensor, and ``strategies``, Hypothesis strategies
+of tensors for a gate's strategy module (imported when first used). Everything else lives in
 the private package ``_vllm_gates`` and may change; the command is ``gates`` and the pytest plugin loads itself.
 """
 from __future__ import annotations
@@ -12,8 +13,17 @@ from typing import Any
 from _vllm_gates.call import Call
 from _vllm_gates.settings import current as settings
 
-__all__ = ["Call", "settings", "as_torch", "__version__"]
+__all__ = ["Call", "settings", "as_torch", "strategies", "__version__"]
 __version__ = "0.2.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``vllm_gates.strategies``, imported on first use: a worker that never draws tensors never imports hypothesis."""
+    if name == "strategies":
+        import importlib
+
+        return importlib.import_module("vllm_gates.strategies")
+    raise AttributeError(f"module 'vllm_gates' has no attribute {name!r}")
 
 
 def as_torch(array: Any) -> Any:

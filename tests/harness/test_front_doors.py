@@ -166,4 +166,5 @@ def test_the_engines_wheel_holds_the_engine_alone():
     assert found == ["_vllm_gates", "vllm_gates"]
     import vllm_gates
 
-    assert vllm_gates.__all__ == ["Call", "settings", "as_torch", "__version__"]  # as_torch: issue 29, tensor inputs
+    assert vllm_gates.__all__ == ["Call", "settings", "as_torch", "strategies", "__version__"]  # issue 29: tensors
+    assert vllm_gates.strategies.tensors and vllm_gates.strategies.shapes
