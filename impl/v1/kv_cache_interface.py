@@ -10,7 +10,7 @@ from enum import IntEnum
 from math import prod
 from typing import TYPE_CHECKING
 
-from impl.v1.dtypes import DType, PlainDType, is_dtype
+from impl.v1.dtypes import PlainDType, is_dtype
 from impl.v1.field_checks import check_choice, check_int, check_optional_int, check_optional_str
 
 if TYPE_CHECKING:  # torch-free at import: kv-plan builds specs from PlainDType (impl/v1/dtypes.py)
@@ -36,11 +36,10 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def check_dtype(owner: str, name: str, value: object) -> DType:
-    """Return ``value`` if it is a ``torch.dtype`` (or its torch-free stand-in ``PlainDType``); raise otherwise."""
+def check_dtype(owner: str, name: str, value: object) -> None:
+    """Refuse ``value`` unless it is a ``torch.dtype`` (or its torch-free stand-in ``PlainDType``)."""
     if not is_dtype(value):
         raise TypeError(f"{owner}.{name} must be a torch.dtype, got {value!r} ({type(value).__name__})")
-    return value
 
 
 def cdiv(a: int, b: int) -> int:

@@ -19,6 +19,7 @@ from impl.v1.kv_cache_interface import kv_bytes_per_block as impl_kv_bytes_per_b
 from .build import impl_kv_config, impl_spec
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "models"
+FIXTURES_FROM_ROOT = "gates/rows/road_v1_mem/fixtures/models"
 
 
 def page_size_bytes(spec: Mapping[str, Any]) -> int:
@@ -113,6 +114,22 @@ def kv_plan_summary(model: str, argv: list[str]) -> dict[str, Any]:
             "group_state_bytes": [g["state_bytes_per_sequence"] for g in result["groups"]],
             "max_concurrency": None if concurrency is None else round(concurrency, 4),
             "warned": bool(result["warnings"]), "vllm": _vllm_pool_summary(result["vllm_pool"])}
+
+
+def kv_plan_cli(model: str, argv: list[str]) -> dict[str, Any]:
+    """``kv-plan --model-config <fixture> ARGV`` run as a command: its exit status and what it writes (MEM-2.12).
+
+    The fixture is named by its path under the project root, where gates run, as the C++ port's operation names it.
+    A flag the parser refuses (argparse exits) becomes a ValueError carrying argparse's message."""
+    from impl.entrypoints import kv_plan
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            status = kv_plan.main(["--model-config", f"{FIXTURES_FROM_ROOT}/{model}.json", *argv])
+    except SystemExit:
+        raise ValueError(stderr.getvalue().strip()) from None
+    return {"exit": status, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()}
 
 
 def _vllm_pool_summary(pool: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-// ROAD-V1-MEM M2 operations on model configs: model-bytes-per-block (model-geometry) and kv-plan-summary
-// (kv-plan-fixtures). Inputs as gates/rows/road_v1_mem/build.py model_impl and subjects.py kv_plan_summary; the
-// fixtures are gates/rows/road_v1_mem/fixtures/models/<stem>.json under the project root (the working directory).
+// ROAD-V1-MEM M2 operations on model configs: model-bytes-per-block (model-geometry), kv-plan-summary
+// (kv-plan-fixtures) and kv-plan-cli (kv-plan-output). Inputs as gates/rows/road_v1_mem/build.py model_impl and
+// subjects.py kv_plan_summary / kv_plan_cli; the fixtures are gates/rows/road_v1_mem/fixtures/models/<stem>.json
+// under the project root (the working directory).
 #include <cmath>
+#include <sstream>
 
 #include "mem_common.h"
 #include "vllm/entrypoints/kv_plan.h"
@@ -36,7 +38,8 @@ GATES_MEM_OPERATION("model-bytes-per-block", [](const Value& input) -> Value {
   return vllm::v1::KVBytesPerBlock(vllm::entrypoints::ProbeKVCacheConfig(cfg, request));
 });
 
-GATES_MEM_OPERATION("kv-plan-summary", [](const Value& input) -> Value {
+// kv-plan's argv for an input {model: fixture stem, argv: flags}: --model-config <the fixture>, then the flags.
+std::vector<std::string> KvPlanArgv(const Value& input) {
   Mapping(input, "a kv-plan input");
   const Value& model = Required(input, "model");
   const Value& argv_value = Required(input, "argv");
@@ -47,6 +50,21 @@ GATES_MEM_OPERATION("kv-plan-summary", [](const Value& input) -> Value {
     if (!arg.is_string()) Refuse("argv must be a list of strings, got " + PyJsonRepr(argv_value));
     argv.push_back(arg.get<std::string>());
   }
+  return argv;
+}
+
+GATES_MEM_OPERATION("kv-plan-cli", [](const Value& input) -> Value {
+  std::ostringstream out, err;
+  const int status = vllm::entrypoints::RunKvPlan(KvPlanArgv(input), out, err);
+  Value result = Value::object();
+  result["exit"] = status;
+  result["stdout"] = out.str();
+  result["stderr"] = err.str();
+  return result;
+});
+
+GATES_MEM_OPERATION("kv-plan-summary", [](const Value& input) -> Value {
+  const std::vector<std::string> argv = KvPlanArgv(input);
   const vllm::entrypoints::KvPlan plan = vllm::entrypoints::Plan(vllm::entrypoints::BuildKvPlanParser().parse(argv));
   Value out = Value::object();
   out["bytes_per_block"] = plan.bytes_per_block;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,17 @@ struct KvPlanGroup {
   int64_t state_bytes_per_sequence = 0;   // page * layers for recurrent groups, else 0
 };
 
+// One of vLLM's KV cache groups in kv-plan's vLLM section.
+struct KvPlanVllmGroup {
+  int64_t group = 0;
+  std::string spec;  // the spec's class name
+  int64_t layers = 0;
+  int64_t page_size_bytes = 0;
+  int64_t bytes_per_block = 0;              // the group's share of one pool block
+  int64_t blocks_per_request = 0;
+  std::optional<int64_t> sliding_window;    // set for SlidingWindowSpec groups only
+};
+
 // vLLM 0.33.0's model of the same pool (vllm::v1::BuildVllmPool), as kv-plan shows it beside the port's figures.
 struct KvPlanVllm {
   bool computed = false;            // false when vllm::v1::UnmodelledReason names the layout; the rest is unset
@@ -32,6 +44,10 @@ struct KvPlanVllm {
   int64_t kv_cache_tokens = 0;
   double max_concurrency = 0.0;
   bool agrees_with_port = false;    // bytes per block, blocks, tokens and concurrency all equal the port's
+  std::vector<KvPlanVllmGroup> groups;
+  std::optional<int64_t> available_memory_bytes;  // the budget it divides, unset under --num-blocks
+  int64_t blocks_per_request = 0;   // the sum over groups
+  int64_t max_in_flight_tokens = 0;
 };
 
 struct KvPlan {
@@ -59,5 +75,16 @@ ArgParser BuildKvPlanParser();
 
 // Resolve the pool for parsed flags; throws std::invalid_argument (FlagError, ConfigError) on a bad config or knob.
 KvPlan Plan(const Namespace& args);
+
+// The plan as kv-plan's log-style text lines (no final newline), as impl/entrypoints/kv_plan.py render words them.
+std::string RenderKvPlan(const KvPlan& plan);
+
+// The plan as kv-plan --json prints it: the Python port's keys in its order, indented by 2 (no final newline).
+std::string KvPlanJson(const KvPlan& plan);
+
+// kv-plan as a command (argv after the program name): the plan, as text or JSON, and a newline on out, each warning
+// as "WARNING: <message>" on err; 0, or 2 and the line "kv-plan: error: <message>" on err for a refused flag or
+// config. Flags the parser itself refuses throw, as ArgParser::parse does.
+int RunKvPlan(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err);
 
 }  // namespace vllm::entrypoints

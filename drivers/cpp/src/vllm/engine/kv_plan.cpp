@@ -121,6 +121,17 @@ KvPlanVllm VllmSection(const vllm::v1::KVCacheConfig& probe, const EngineParams&
   section.num_blocks = pool.num_blocks;
   section.kv_cache_tokens = pool.kv_cache_tokens();
   section.max_concurrency = pool.max_concurrency();
+  section.available_memory_bytes = available;
+  section.blocks_per_request = pool.blocks_per_request();
+  section.max_in_flight_tokens = pool.max_in_flight_tokens;
+  for (size_t index = 0; index < pool.groups.size(); ++index) {
+    const vllm::v1::PoolGroup& group = pool.groups[index];
+    const auto* sliding = dynamic_cast<const vllm::v1::SlidingWindowSpec*>(group.spec.get());
+    section.groups.push_back({static_cast<int64_t>(index), group.spec->type_name(),
+                              static_cast<int64_t>(group.layer_names.size()), group.spec->page_size_bytes(),
+                              group.bytes_per_block(), group.blocks_per_request,
+                              sliding ? std::optional<int64_t>(sliding->sliding_window) : std::nullopt});
+  }
   section.agrees_with_port = pool.bytes_per_block == port.bytes_per_block && pool.num_blocks == port.num_blocks &&
                              section.kv_cache_tokens == port.kv_cache_tokens && port.max_concurrency.has_value() &&
                              section.max_concurrency == *port.max_concurrency;
