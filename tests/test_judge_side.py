@@ -31,7 +31,7 @@ JUDGE_MODULES = sorted({module for gate_file in GATE_FILES for module in _judge_
 
 
 def test_every_row_names_judge_side_modules():
-    assert len(GATE_FILES) == 3 and all(_judge_modules(gate_file) for gate_file in GATE_FILES)
+    assert len(GATE_FILES) == 4 and all(_judge_modules(gate_file) for gate_file in GATE_FILES)
 
 
 @pytest.mark.parametrize("module", JUDGE_MODULES)
