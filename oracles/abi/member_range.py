@@ -16,7 +16,7 @@ def member_write(header: str | Path, member: str, value: int) -> int:
     """``value`` when the member's C type holds it; OverflowError naming the type and the range otherwise."""
     fields = {f.name: f for f in measure(Path(header).read_text(encoding="utf-8")).fields}
     if member not in fields or fields[member].ctype not in _SIGNED:
-        raise ValueError(f"vllm_model_params has no signed integer member {member!r}")
+        raise ValueError(f"vllm_model_params has no int32_t or int64_t member {member!r}")
     field = fields[member]
     bits = 8 * field.size
     least, greatest = -(1 << (bits - 1)), (1 << (bits - 1)) - 1

@@ -18,11 +18,10 @@ from _vllm_gates.errors import Location
 from _vllm_gates.fields import Reader, show, type_name
 from _vllm_gates.patterns import SKIPPED_FOLDERS
 from _vllm_gates.safetensors_file import CARRIED, FixtureFileError, StoredTensor, read_data, read_header
-from _vllm_gates.tensors import ITEMSIZE, MAX_DIMS, numpy_dtype
+from _vllm_gates.tensors import FLOAT_DTYPES as FLOATS, ITEMSIZE, MAX_DIMS, numpy_dtype
 from _vllm_gates.yamlsource import YMap, location_of
 
 TAG = "tensor"
-FLOATS = ("float16", "bfloat16", "float32", "float64")
 RANDN_CHUNK = 1 << 20  # normal draws made at a time: a large generated tensor needs no float64 temporary of its size
 _LISTED = 20  # names of a fixture file listed when the one asked for is missing
 _INLINE_KEYS, _FILE_KEYS, _RANDN_KEYS = {"dtype", "shape", "values"}, {"file", "name"}, {"shape", "dtype", "seed"}

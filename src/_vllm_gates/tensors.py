@@ -14,6 +14,7 @@ from _vllm_gates.channel import OutOfBand
 # Wire dtype names (numpy's) and their sizes in bytes; bfloat16 is ml_dtypes.bfloat16, the top half of a float32.
 ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
             "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 MAX_DIMS = 64
 _MAX_DIM = 2 ** 63 - 1  # a dimension an int64 holds
 _NUMPY_KINDS = {("b", 1): "bool", ("u", 1): "uint8", ("i", 1): "int8", ("i", 2): "int16", ("i", 4): "int32",

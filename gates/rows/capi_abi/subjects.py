@@ -15,7 +15,7 @@ from dataclasses import fields
 from typing import Any, Callable, Mapping, Sequence
 
 from impl.capi import model_params_default, model_params_from_engine
-from impl.capi.abi import ModelParams
+from impl.capi.abi import INT_MEMBER_RANGES, ModelParams
 from impl.capi.convert import MAPPINGS, MEMBER_NAMES, MemberMapping, c_values_from_engine, engine_params_from_values
 from impl.capi.library import open_library
 from impl.capi.load import LoadResult, engine_load
@@ -143,6 +143,9 @@ def engine_params_via_python(argv: Sequence[str]) -> dict[str, Any]:
 def member_written(member: str, value: int) -> int:
     """``value`` assigned to ``member`` of a fresh ModelParams, read back: the binding refuses an int its C type
     cannot hold rather than wrap it (CAPI-5.9)."""
+    if member not in INT_MEMBER_RANGES:  # ctypes would add any other name as a plain attribute and read it back
+        raise ValueError(f"vllm_model_params has no int32_t or int64_t member {member!r} "
+                         f"(its integer members: {', '.join(INT_MEMBER_RANGES)})")
     params = ModelParams()
     setattr(params, member, value)
     return getattr(params, member)

@@ -71,7 +71,7 @@ GATES_CAPI_OPERATION("model-params-member-write", [](const Value& input) -> Valu
   const std::string name = input.at("member").get<std::string>();
   const MemberInfo& member = vllm::capi::MemberOf(name);
   if (member.kind != MemberKind::kInt32 && member.kind != MemberKind::kInt64)
-    throw std::invalid_argument("vllm_model_params has no signed integer member '" + name + "'");
+    throw std::invalid_argument("vllm_model_params has no int32_t or int64_t member '" + name + "'");
   vllm::capi::OwnedModelParams params;
   SetRawMember(params, member, input.at("value"));
   return vllm::capi::ReadMember(params.params, member).integer;
