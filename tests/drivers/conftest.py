@@ -3,6 +3,7 @@ $GATES_CPP_DRIVER names a driver built elsewhere instead. Without cmake, a C++ c
 the tests are skipped with the reason; CI installs them."""
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -35,6 +36,15 @@ def driver() -> Path:
     if _compiler() is None:
         pytest.skip("no C++ compiler found (c++, g++, clang++ or $CXX)")
     build = Path(os.environ.get("GATES_CPP_BUILD_DIR", ROOT / "build" / "cpp"))
+    build.parent.mkdir(parents=True, exist_ok=True)
+    # xdist workers share the build folder: one at a time, or one relinks the driver while another runs it
+    with open(build.parent / f"{build.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _configure_and_build(build)
+
+
+def _configure_and_build(build: Path) -> Path:
+    """cmake configure and an incremental build into ``build``; a skip or a failure naming what went wrong."""
     configure = subprocess.run(["cmake", "-S", str(SOURCE), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"],
                                capture_output=True, text=True)
     if configure.returncode != 0:
