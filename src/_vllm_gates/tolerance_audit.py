@@ -1,5 +1,5 @@
-"""The strength audit of a tolerance (issue 29 item 5): each wrong answer must fail at least one case or example
-under the gate's policy, else the gate is WEAK; and the smallest noise level (a share of the RMS) it rejects, found
+"""The strength audit of a tolerance (issue 29 item 5): each wrong answer, in each output of the result by itself,
+must fail at least one case or example under the gate's policy, else the gate is WEAK; and the smallest noise level (a share of the RMS) it rejects, found
 by bisection, so that a loose gate shows before it is WEAK.
 
 The expected results come from the gate's cases (`expect:`) and the oracle's outcomes (once per case and generated
@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 from _vllm_gates.policies import Policy
-from _vllm_gates.wrong_answers import MEAN, NOISE, PERMUTED, WRONG_ANSWERS, ZEROS, governed, wrong_answer
+from _vllm_gates.wrong_answers import (MEAN, NOISE, PERMUTED, WRONG_ANSWERS, ZEROS, governed, governed_places,
+                                      wrong_answer)
 
 DEFAULT_STRENGTH = 0.01  # the noise the audit adds: 1% of the expected RMS, unless the gate declares `strength:`
 NOISE_FLOOR, NOISE_CEILING = 1e-12, 1e3  # the bisection's range of noise levels (shares of the RMS)
@@ -142,27 +143,42 @@ def passes(policy: Policy, answer: Any, sample: Sample) -> bool:
 
 
 def audit_tolerance(policy: Policy, samples: Sequence[Sample], level: float) -> StrengthFinding:
-    """Every wrong answer tried on every sample (stopping at the first that rejects it), and the bisection."""
-    answers = []
+    """Every wrong answer tried in every governed place of the results (one output wrong, the others right) on every
+    sample, stopping at the first sample that rejects it there; and the bisection."""
+    places = list(dict.fromkeys(place for sample in samples
+                                for place, _ in governed_places(sample.references[0], policy)))
+    answers: list[AnswerFinding] = []
     for name in WRONG_ANSWERS:
         shown = noise_name(level) if name == NOISE else name
-        derivable = passed_cases = passed_examples = 0
-        rejected_by = ""
-        for number, sample in enumerate(samples):
-            wrong = wrong_answer(name, sample.references[0], policy, number, level)
-            if wrong is None:
-                continue
-            derivable += 1
-            if not passes(policy, wrong, sample):
-                rejected_by = sample.label
-                break
-            passed_cases += sample.kind == "case"
-            passed_examples += sample.kind == "example"
-        answers.append(AnswerFinding(shown, rejected_by, derivable, passed_cases, passed_examples,
-                                     "" if derivable else _UNDERIVABLE[name]))
+        tried = [_try_in(name, shown, place, policy, samples, level) for place in places]
+        weak = [finding for finding in tried if finding.weak]
+        checked = [finding for finding in tried if finding.derivable]
+        if weak:
+            answers += weak
+        elif checked:
+            answers.append(AnswerFinding(shown, checked[0].rejected_by, sum(f.derivable for f in checked)))
+        else:
+            answers.append(AnswerFinding(shown, underivable=_UNDERIVABLE[name]))
     cases = sum(s.kind == "case" for s in samples)
     return StrengthFinding(policy.describe(), level, cases, len(samples) - cases, tuple(answers),
                            smallest_rejected(policy, samples))
+
+
+def _try_in(name: str, shown: str, place: str, policy: Policy, samples: Sequence[Sample],
+            level: float) -> AnswerFinding:
+    """The wrong answer ``name`` in the array at ``place`` only, on each sample holding one there."""
+    derivable = passed_cases = passed_examples = 0
+    for number, sample in enumerate(samples):
+        wrong = wrong_answer(name, sample.references[0], policy, number, level, place)
+        if wrong is None:
+            continue
+        derivable += 1
+        if not passes(policy, wrong, sample):
+            return AnswerFinding(shown, sample.label, derivable)
+        passed_cases += sample.kind == "case"
+        passed_examples += sample.kind == "example"
+    return AnswerFinding(f"{shown} in the result{place}" if place else shown, "", derivable, passed_cases,
+                         passed_examples)
 
 
 def rejects(policy: Policy, sample: Sample, number: int, level: float) -> bool:

@@ -2,9 +2,10 @@
 to its data, never to the tolerance: zeros, a constant equal to its mean, its last axis permuted, and it plus
 seeded noise of a share of its RMS.
 
-Each is the expected result with every array the policy applies a tolerance to replaced (floating arrays; under
-`tokens`, the token ids): arrays compared exactly would reject any wrong answer whatever the tolerance, and so
-would hide a tolerance that is too wide. numpy is imported only when an answer is derived.
+Each is the expected result with one array the policy applies a tolerance to replaced (floating arrays; under
+`tokens`, the token ids), the others left right: a port wrong in one output of several must fail too, and an
+output compared exactly, or a second output of another scale, would otherwise hide a tolerance too wide for the
+first. numpy is imported only when an answer is derived.
 """
 from __future__ import annotations
 
@@ -22,33 +23,40 @@ ArrayMap = Callable[[Any, Any], Any]  # (expected array, its noise generator or 
 
 def governed(value: Any, policy: Policy) -> list[Any]:
     """The arrays inside a result that ``policy`` applies a tolerance to, in the order a result is walked."""
-    found: list[Any] = []
-    substituted(value, policy, lambda array: found.append(array) or array)
+    return [array for _, array in governed_places(value, policy)]
+
+
+def governed_places(value: Any, policy: Policy) -> list[tuple[str, Any]]:
+    """``governed``'s arrays with their places in the result ("" for the result itself, "[0]", "['logits']")."""
+    found: list[tuple[str, Any]] = []
+    substituted(value, policy, lambda array, place: found.append((place, array)) or array)
     return found
 
 
-def substituted(value: Any, policy: Policy, make: Callable[[Any], Any]) -> Any:
-    """``value`` with each array ``governed`` yields replaced by ``make(array)``; everything else as it is."""
+def substituted(value: Any, policy: Policy, make: Callable[[Any, str], Any], place: str = "") -> Any:
+    """``value`` with each array ``governed`` yields replaced by ``make(array, its place)``; the rest as it is."""
     import numpy as np
 
     if isinstance(value, np.ndarray):
-        return make(value) if policy.name != "tokens" and value.dtype.name in ALLCLOSE_DEFAULTS else value
+        return make(value, place) if policy.name != "tokens" and value.dtype.name in ALLCLOSE_DEFAULTS else value
     if isinstance(value, dict):
         if policy.name == "tokens" and policy.tokens in value and policy.margins in value:
             ids = value[policy.tokens]
             if isinstance(ids, np.ndarray) and ids.dtype.kind in "iu":
-                return {**value, policy.tokens: make(ids)}
+                return {**value, policy.tokens: make(ids, f"{place}[{policy.tokens!r}]")}
             return value
-        return {key: substituted(inner, policy, make) for key, inner in value.items()}
+        return {key: substituted(inner, policy, make, f"{place}[{key!r}]") for key, inner in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(substituted(inner, policy, make) for inner in value)
+        return type(value)(substituted(inner, policy, make, f"{place}[{number}]") for number, inner in enumerate(value))
     return value
 
 
-def wrong_answer(name: str, expected: Any, policy: Policy, sample: int, level: float) -> Any | None:
+def wrong_answer(name: str, expected: Any, policy: Policy, sample: int, level: float,
+                 place: str | None = None) -> Any | None:
     """The wrong answer ``name`` derived from ``expected`` (``level``: the noise's share of the RMS; ``sample``: the
-    sample's number, which seeds its noise); None where it equals ``expected`` in every governed array (an all-zero,
-    constant or row-constant expectation, or noise too small to change an element): it is then no wrong answer."""
+    sample's number, which seeds its noise), in the governed array at ``place`` only (None: in every one); None where
+    it equals ``expected`` there (an all-zero, constant or row-constant expectation, noise too small to change an
+    element, or no array at ``place``): it is then no wrong answer."""
     import numpy as np
 
     make: Callable[[Any], Any] = {ZEROS: _zeros, MEAN: _mean, PERMUTED: _permuted}.get(name) or (lambda array: array)
@@ -57,8 +65,10 @@ def wrong_answer(name: str, expected: Any, policy: Policy, sample: int, level: f
         make = lambda array: _noisy(array, level, generator)  # noqa: E731  # the generator carries on array to array
     changed = False
 
-    def replace(array: Any) -> Any:
+    def replace(array: Any, where: str) -> Any:
         nonlocal changed
+        if place is not None and where != place:
+            return array
         wrong = make(array)
         if wrong is not array and not changed and _differs(wrong, array):
             changed = True

@@ -34,6 +34,9 @@ def _cases(*expected: np.ndarray) -> list[Sample]:
     return [Sample(f"case 'c{n}'", "case", (e,)) for n, e in enumerate(expected)]
 
 
+NOISE_1 = "noise of 1% of RMS"
+
+
 def _passed(finding: StrengthFinding) -> set[str]:
     return {answer.name for answer in finding.weak}
 
@@ -105,7 +108,20 @@ def test_only_arrays_under_a_tolerance_are_replaced_the_rest_stays_exact():
     assert wrong is not None and not wrong["out"].any()
     assert wrong["index"] is expected["index"] and wrong["steps"] == 3
     finding = audit_tolerance(Policy("allclose", rtol=0.0, atol=100.0), [Sample("case 'c'", "case", (expected,))], 0.01)
-    assert ZEROS in _passed(finding)
+    assert f"{ZEROS} in the result['out']" in _passed(finding)
+
+
+def test_each_output_is_made_wrong_by_itself_so_a_second_output_cannot_hide_a_wide_tolerance():
+    """A fused RMSNorm's result is [normed (RMS ~1), new residual (RMS ~100)]: at atol 1 noise of 1% of the RMS is
+    rejected in the residual but passes in the normed output, which the audit must name (issue 29 Done-when)."""
+    expected = [_normal(1, (4, 64)), (100 * _normal(2, (4, 64))).astype(np.float32)]
+    finding = audit_tolerance(Policy("allclose", rtol=1.3e-6, atol=1.0), [Sample("case 'c'", "case", (expected,))], 0.01)
+    assert _passed(finding) == {f"{NOISE_1} in the result[0]"}
+    assert finding.summary().startswith(f"WEAK: {NOISE_1} in the result[0] passes allclose")
+    whole = wrong_answer(NOISE, expected, Policy("allclose"), 0, 0.01)
+    assert not (abs(whole[1] - expected[1]) <= 1.0).all(), "noise in both outputs at once is rejected by the residual"
+    strict = audit_tolerance(Policy("allclose"), [Sample("case 'c'", "case", (expected,))], 0.01)
+    assert strict.strong, strict.summary()
 
 
 def test_the_permutation_moves_every_element_of_a_row_of_distinct_values():

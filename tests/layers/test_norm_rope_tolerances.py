@@ -102,3 +102,31 @@ def test_rope_oracle_rounds_where_vllm_rounds() -> None:
             for port, oracle in zip(ours, theirs):
                 as_bits = port.view(torch.int16 if port.dtype != torch.float32 else torch.int32).numpy()
                 assert np.array_equal(as_bits, oracle.view(as_bits.dtype)), (dtype, neox)
+
+
+def test_rms_norm_widened_to_atol_1_is_weak_naming_the_noise_that_passes(tmp_path):
+    """Issue 29's Done-when: with `atol: 1.0` the rms-norm gate's strength item fails, WEAK, naming the wrong answer
+    that passed (noise of 1% of the RMS, in the plain result and in the fused add's normed output)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    repo = GATE_FILE.parents[3]
+    for name in ("impl", "oracles", "gates", "spec", "upstream", "pyproject.toml"):
+        source = repo / name
+        (shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__")) if source.is_dir()
+         else shutil.copy(source, tmp_path / name))
+    gate_file = tmp_path / "gates/rows/layers_norm_rope/gate.yaml"
+    text = gate_file.read_text(encoding="utf-8")
+    start = text.index("  - id: rms-norm\n")
+    at = text.index("compare: {policy: allclose}", start)
+    gate_file.write_text(text[:at] + "compare: {policy: allclose, rtol: 1.3e-6, atol: 1.0}"
+                         + text[at + len("compare: {policy: allclose}"):], encoding="utf-8")
+    ran = subprocess.run([sys.executable, "-m", "_vllm_gates.cli", "--root", str(tmp_path), "run", "LAYERS-NORM-ROPE",
+                          "--gate", "rms-norm", "--case", "strength"], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "CI": "true"}, timeout=600)
+    assert ran.returncode == 1, ran.stdout[-3000:] + ran.stderr[-2000:]
+    assert ("gate rms-norm: WEAK: noise of 1% of RMS passes allclose (rtol 1.3e-06, atol 1) on all 10 cases and "
+            in ran.stdout), ran.stdout[-3000:]
+    assert "noise of 1% of RMS in the result[0] passes allclose (rtol 1.3e-06, atol 1) on all 4 cases" in ran.stdout
