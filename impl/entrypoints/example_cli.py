@@ -70,8 +70,8 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         params = model_params_from_args(build_parser().parse_args(sys.argv[1:] if argv is None else list(argv)))
         engine = engine_params_from_c(params)
-    except (ValueError, TypeError) as err:
-        print(f"example-cli: error: {err}", file=sys.stderr)
+    except (ValueError, TypeError) as err:  # a usage error's message already starts with the program's name
+        print(f"example-cli: error: {str(err).removeprefix('example-cli: ')}", file=sys.stderr)
         return 2
     print(json.dumps(_report(params, engine), indent=2))
     sys.stdout.flush()

@@ -99,6 +99,9 @@ DISCRIMINATING = {
     bad.cli_strtoll_kv_memory: (adapters.engine_params_via_c, inputs.argv, {"argv": ["--kv-cache-memory", "4GiB"]}),
     bad.cli_zero_utilization_means_default: (adapters.engine_params_via_c, inputs.argv,
                                              {"argv": ["--gpu-memory-utilization", "0"]}),
+    bad.example_cli_program_name_twice: (adapters.example_cli_run, lambda data: Call(kwargs=data), {"argv": ["--bogus"]}),
+    bad.example_cli_struct_shows_engine_utilization: (adapters.example_cli_run, lambda data: Call(kwargs=data),
+                                                      {"argv": []}),
 }
 
 

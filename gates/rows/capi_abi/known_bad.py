@@ -428,3 +428,35 @@ def cli_zero_utilization_means_default(argv: list[str]) -> dict[str, Any]:
         args.gpu_memory_utilization = None
     return describe(engine_params_from_c(example_cli.model_params_from_args(args)))
 
+
+
+def _example_cli_output(argv: list[str], *, name_twice: bool, struct_utilization_from_engine: bool) -> dict[str, Any]:
+    """example-cli run as a command with one of two defects users see (CAPI-10.3)."""
+    import io
+    import json
+
+    try:
+        params = example_cli.model_params_from_args(example_cli.build_parser().parse_args(list(argv)))
+        engine = engine_params_from_c(params)
+    except (ValueError, TypeError) as err:
+        message = str(err) if name_twice else str(err).removeprefix("example-cli: ")
+        return {"exit": 2, "stdout": "", "stderr": f"example-cli: error: {message}\n"}
+    shown = member_values(params)
+    if struct_utilization_from_engine:
+        shown["gpu_memory_utilization"] = float(engine.gpu_memory_utilization)
+    report = {"vllm_model_params": shown,
+              "engine_params": {name: getattr(engine, name) for name, _, _ in MEMBERS},
+              "gpu_memory_utilization_is_explicit": engine.gpu_memory_utilization_is_explicit}
+    out = io.StringIO()
+    print(json.dumps(report, indent=2), file=out)
+    return {"exit": 0, "stdout": out.getvalue(), "stderr": ""}
+
+
+def example_cli_program_name_twice(argv: list[str]) -> dict[str, Any]:
+    """A usage error printed as 'example-cli: error: example-cli: ...', the name said twice (CAPI-10.3)."""
+    return _example_cli_output(argv, name_twice=True, struct_utilization_from_engine=False)
+
+
+def example_cli_struct_shows_engine_utilization(argv: list[str]) -> dict[str, Any]:
+    """The struct's utilization shown as the engine reads it (0.92), hiding the 0.0 a C caller wrote (CAPI-10.3)."""
+    return _example_cli_output(argv, name_twice=False, struct_utilization_from_engine=True)

@@ -8,7 +8,9 @@ plain views and imports nothing from here.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import io
 import re
 import warnings
 from dataclasses import fields
@@ -30,6 +32,14 @@ from .build import configured_header, configured_library
 
 
 _NAMED_MEMBER = re.compile(r"vllm_model_params\.([A-Za-z_]\w*)")
+
+
+def example_cli_run(argv: list[str]) -> dict[str, Any]:
+    """``example-cli ARGV`` run as a command: its exit status and what it writes (CAPI-10.3)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        status = example_cli.main(list(argv))
+    return {"exit": status, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()}
 
 
 def describe(params: EngineParams) -> dict[str, Any]:
