@@ -1,7 +1,7 @@
 """Tensors in a case's `input:` and `expect:` (issue 29 item 2; docs/gate-files.md, "Tensors in cases"): a mapping
 whose only key is `tensor`, holding a mapping, is a tensor, given inline (`dtype`, `shape`, `values`), by name from a
 `.safetensors` file in the row's folder (`file`, `name`), or by a seeded generator (`randn`: `shape`, `dtype`, `seed`,
-`scale`) whose numbers are the same on every machine (numpy's PCG64 normal draws in float64, then cast). Each becomes a
+`scale`, `mean`) whose numbers are the same on every machine (numpy's PCG64 normal draws in float64, then cast). Each becomes a
 read-only numpy array when the gate file loads, so it travels to the workers as a `$tensor`. Every bad spelling is a
 definition error at the case's file:line naming the key and the value.
 """
@@ -235,14 +235,14 @@ class CaseTensors:
 
     def _randn(self, spec: Any, body: YMap, key: str) -> Any:
         if not isinstance(spec, YMap):
-            self.reader.problem(location_of(body, "randn"), key, f"expected a mapping of shape, dtype, seed and scale, got "
-                                                                 f"{type_name(spec)} {show(spec)}")
+            self.reader.problem(location_of(body, "randn"), key, f"expected a mapping of shape, dtype, seed, scale and mean, "
+                                                                 f"got {type_name(spec)} {show(spec)}")
             return None
-        if not self._checked_keys(spec, key, _RANDN_KEYS, {"scale"}):
+        if not self._checked_keys(spec, key, _RANDN_KEYS, {"scale", "mean"}):
             return None
         dtype = self._dtype(spec, key, FLOATS)
         shape = self._shape(spec, key, dtype)
-        seed, scale = spec["seed"], spec.get("scale", 1.0)
+        seed, scale, mean = spec["seed"], spec.get("scale", 1.0), spec.get("mean", 0.0)
         if type(seed) is not int or not 0 <= seed < 2 ** 128:
             self.reader.problem(location_of(spec, "seed"), f"{key}.seed", f"a seed is a whole number from 0 to 2**128 - 1, "
                                                                           f"got {type_name(seed)} {show(seed)}")
@@ -251,24 +251,30 @@ class CaseTensors:
             self.reader.problem(location_of(spec, "scale"), f"{key}.scale", f"a scale is a finite number, got "
                                                                             f"{type_name(scale)} {show(scale)}")
             return None
+        if type(mean) not in (int, float) or not math.isfinite(mean):
+            self.reader.problem(location_of(spec, "mean"), f"{key}.mean", f"a mean is a finite number, got "
+                                                                          f"{type_name(mean)} {show(mean)}")
+            return None
         if dtype is None or shape is None:
             return None
-        array = randn(shape, dtype, seed, float(scale))
+        array = randn(shape, dtype, seed, float(scale), float(mean))
         if array is None:
-            self.reader.problem(location_of(spec, "scale"), f"{key}.scale", f"scale {show(scale)} makes draws beyond the "
-                                                                            f"largest finite {dtype} ({_largest(dtype)})")
+            at, made_by = ("mean", f"mean {show(mean)} with scale {show(scale)}") if "mean" in spec else \
+                ("scale", f"scale {show(scale)}")
+            self.reader.problem(location_of(spec, at), f"{key}.{at}", f"{made_by} makes draws beyond the largest finite "
+                                                                      f"{dtype} ({_largest(dtype)})")
         return array
 
 
-def randn(shape: tuple[int, ...], dtype: str, seed: int, scale: float = 1.0) -> Any:
-    """Standard normal draws of numpy's Generator(PCG64(seed)) in float64, times ``scale``, cast to ``dtype``,
-    read-only; None where a draw overflows the dtype. Made RANDN_CHUNK draws at a time (the same stream)."""
+def randn(shape: tuple[int, ...], dtype: str, seed: int, scale: float = 1.0, mean: float = 0.0) -> Any:
+    """Standard normal draws of numpy's Generator(PCG64(seed)) in float64, times ``scale``, plus ``mean``, cast to
+    ``dtype``, read-only; None where a draw overflows the dtype. Made RANDN_CHUNK draws at a time (the same stream)."""
     import numpy
 
     generator = numpy.random.Generator(numpy.random.PCG64(seed))
     out = numpy.empty(prod(shape), dtype=numpy_dtype(dtype))
     for start in range(0, out.size, RANDN_CHUNK):
-        wide = generator.standard_normal(min(RANDN_CHUNK, out.size - start)) * scale
+        wide = generator.standard_normal(min(RANDN_CHUNK, out.size - start)) * scale + mean
         with numpy.errstate(over="ignore"):  # an overflow is refused just below
             part = wide.astype(out.dtype)
         if not numpy.isfinite(part.astype(numpy.float64)).all():

@@ -133,6 +133,15 @@ def test_randn_is_the_same_numbers_on_every_machine_and_in_chunks(monkeypatch):
     assert randn((2,), "float16", 1, 1e6) is None  # overflows float16: refused, never inf
 
 
+def test_randn_mean_shifts_the_scaled_draws_before_the_cast(tmp_path):
+    """`mean` (an RMSNorm weight: 1 + 0.1 N(0, 1)) is added to the scaled float64 draws, then the cast rounds once."""
+    cases = {"weight": "{input: {x: {tensor: {randn: {shape: [64], dtype: bfloat16, seed: 5, scale: 0.1, mean: 1.0}}}}}"}
+    made = _load(_project(tmp_path, cases=cases)).gates[0].cases[0].input["x"]
+    wide = 1.0 + 0.1 * np.random.Generator(np.random.PCG64(5)).standard_normal(64)
+    assert np.array_equal(made.view(np.uint16), wide.astype(ml_dtypes.bfloat16).view(np.uint16))
+    assert np.array_equal(randn((64,), "bfloat16", 5, 0.1, 1.0), made) and randn((64,), "float32", 5).mean() < 0.5
+
+
 def test_nested_flat_zero_d_and_empty_values(tmp_path):
     cases = {"flat": "{input: {x: {tensor: {dtype: int16, shape: [2, 2], values: [1, -2, 3, 4]}}}, expect: 0}",
              "scalar": "{input: {x: {tensor: {dtype: bool, shape: [], values: true}}}, expect: 0}",
@@ -223,8 +232,12 @@ KEY = "gates[0].cases.bad.input.x.tensor"
      f"{KEY}.randn.dtype: dtype 'int32' is not one a generator makes (it makes float16, bfloat16, float32, float64)"),
     ("{randn: {shape: [2], dtype: float16, seed: 1, scale: 1.0e+9}}",
      f"{KEY}.randn.scale: scale 1000000000.0 makes draws beyond the largest finite float16 (65504.0)"),
-    ("{randn: {shape: [2], dtype: float32, seed: 1, mean: 0}}", f"{KEY}.randn.mean: unknown key 'mean'"),
-    ("{randn: [2, 3]}", f"{KEY}.randn: expected a mapping of shape, dtype, seed and scale, got list [2, 3]"),
+    ("{randn: {shape: [2], dtype: float32, seed: 1, mean: '1'}}", f"{KEY}.randn.mean: a mean is a finite number, got str '1'"),
+    ("{randn: {shape: [2], dtype: float32, seed: 1, mean: .nan}}", f"{KEY}.randn.mean: a mean is a finite number, got float nan"),
+    ("{randn: {shape: [2], dtype: float16, seed: 1, mean: 7.0e+4}}",
+     f"{KEY}.randn.mean: mean 70000.0 with scale 1.0 makes draws beyond the largest finite float16 (65504.0)"),
+    ("{randn: {shape: [2], dtype: float32, seed: 1, spread: 0}}", f"{KEY}.randn.spread: unknown key 'spread'"),
+    ("{randn: [2, 3]}", f"{KEY}.randn: expected a mapping of shape, dtype, seed, scale and mean, got list [2, 3]"),
     ("{dtype: float32, shape: [1]}", f"{KEY}: a tensor is given by `values` (with `dtype` and `shape`), by `file`"),
     ("{file: fixtures/acts.safetensors, name: weights}",
      f"{KEY}.name: gates/rows/r0/fixtures/acts.safetensors has no tensor 'weights' (it holds: hidden, mask)"),

@@ -11,9 +11,11 @@ import pytest
 import torch
 import yaml
 
+from _vllm_gates.gatefile import load_gate_file
 from _vllm_gates.policies import Policy
 from _vllm_gates.tolerance import compare_under
 from gates.rows.layers_norm_rope import build, known_bad
+from gates.rows.layers_norm_rope.tensors import randn
 from impl.model_executor.layers.layernorm import rms_norm
 from impl.model_executor.layers.rotary_embedding import rope_forward
 from oracles import norm_rope
@@ -30,10 +32,16 @@ def _policy(gate_id: str) -> Policy:
     return Policy(compare.pop("policy"), **compare)
 
 
+def _case_input(gate_id: str, case: str) -> dict[str, Any]:
+    """A named case's input as the judge reads it (its tensor spellings made numpy arrays)."""
+    loaded = load_gate_file(GATE_FILE, GATE_FILE.parents[3], None, ("cpu", "upstream"), parity_marker="upstream")
+    gate = next(gate for gate in loaded.gates if gate.id == gate_id)
+    return next(item for item in gate.cases if item.name == case).input
+
+
 def _expected(gate_id: str, case: str) -> np.ndarray:
     """The oracle's first tensor on one of the gate's named cases."""
-    gates = {gate["id"]: gate for gate in yaml.safe_load(GATE_FILE.read_text())["gates"]}
-    case_input = gates[gate_id]["cases"][case]["input"]
+    case_input = _case_input(gate_id, case)
     oracle, builder = {"rms-norm": (norm_rope.rms_norm, build.rms_oracle),
                        "rms-norm-float16-drawn": (norm_rope.rms_norm, build.rms_oracle),
                        "rope-cos-sin-cache": (norm_rope.cos_sin_cache, build.cache_call),
@@ -72,30 +80,35 @@ def test_an_atol_of_one_lets_a_wrong_answer_through() -> None:
     assert compare_under(loose, _wrong_answers(expected)["noise"], expected).passed
 
 
-def _float16_case(hidden: int, scale: float) -> dict[str, Any]:
-    return {"tokens": 4, "hidden": hidden, "dtype": "float16", "seed": 4, "scale": scale}
+def _float16_case(hidden: int, scale: float, seed: int = 4) -> dict[str, Any]:
+    return {"x": randn((4, hidden), "float16", 10 * seed, scale), "weight": randn((hidden,), "float16", 10 * seed + 1, 0.1, 1.0),
+            "eps": 1e-6, "residual": None}
+
+
+def _float16_sum_passes(case: dict[str, Any]) -> bool:
+    call = build.rms_impl(case)
+    right, wrong = rms_norm(*call.args, **call.kwargs), known_bad.float16_variance(*call.args, **call.kwargs)
+    return compare_under(Policy("allclose"), wrong.numpy(), right.numpy()).passed
 
 
 @pytest.mark.parametrize(("hidden", "scale"), [(4096, 1.0), (4096, 10.0)])
 def test_a_float16_running_sum_fails_the_float16_default_at_hidden_4096(hidden: int, scale: float) -> None:
-    call = build.rms_impl(_float16_case(hidden, scale))
-    right, wrong = rms_norm(*call.args, **call.kwargs), known_bad.float16_variance(*call.args, **call.kwargs)
-    assert compare_under(Policy("allclose"), wrong.numpy(), right.numpy()).passed is False
+    assert not any(_float16_sum_passes(_float16_case(hidden, scale, seed)) for seed in range(10))
 
 
-def test_a_float16_running_sum_is_within_the_default_on_a_toy_row() -> None:
-    """Why the cases are of a model's size: at hidden 8, values ~1, the float16 sum stays within the default."""
-    call = build.rms_impl(_float16_case(8, 1.0))
-    right, wrong = rms_norm(*call.args, **call.kwargs), known_bad.float16_variance(*call.args, **call.kwargs)
-    assert compare_under(Policy("allclose"), wrong.numpy(), right.numpy()).passed
+def test_a_float16_running_sum_is_mostly_within_the_default_on_a_toy_row() -> None:
+    """Why the cases are of a model's size: at hidden 8, values ~1, the float16 sum stays within the default on
+    most seeds (it reaches up to ~1.2 of it on the others), so a toy row would let it through."""
+    assert sum(_float16_sum_passes(_float16_case(8, 1.0, seed)) for seed in range(20)) >= 10
 
 
 def test_rope_oracle_rounds_where_vllm_rounds() -> None:
     """The complex-multiplication oracle is bit-equal to the port in every dtype (NR-3.3), GPT-J and partial too."""
     for dtype in ("float32", "float16", "bfloat16"):
         for neox, rotary_dim in ((True, 64), (False, 32)):
-            case = {"tokens": 5, "heads": 2, "kv_heads": 1, "head_size": 64, "rotary_dim": rotary_dim,
-                    "max_position": 4096, "base": 10000.0, "neox": neox, "dtype": dtype, "seed": 3}
+            case = {"positions": np.array([4095, 0, 7, 1000, 2048]), "query": randn((5, 128), dtype, 34),
+                    "key": randn((5, 64), dtype, 35), "head_size": 64, "rotary_dim": rotary_dim,
+                    "max_position": 4096, "base": 10000.0, "neox": neox}
             impl_call, oracle_call = build.rope_impl(case), build.rope_oracle(case)
             ours = rope_forward(*impl_call.args, **impl_call.kwargs)
             theirs = norm_rope.rope_forward(*oracle_call.args, **oracle_call.kwargs)
