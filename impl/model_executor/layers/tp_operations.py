@@ -87,18 +87,25 @@ def _run(tp: int, rank_fn: Any, payload: Payload) -> list[Any]:
 # tp-column-linear --------------------------------------------------------------------------------------------------
 
 
-def column_payload(x: Any, weight: Any, bias: Any, tp: Any, gather_output: Any) -> Payload:
-    """The checked inputs of tp-column-linear (TP-4.1, TP-4.8)."""
-    op = "tp-column-linear"
+def _linear_payload(op: str, x: Any, weight: Any, bias: Any, tp: Any) -> Payload:
+    """x [tokens, in], weight [out, in] and bias [out] or None, one float dtype; tp in range."""
     x = _matrix(op, "x", x)
     check_tp(op, tp)
     weight = _in_matching(op, "weight", weight, x)
     if bias is not None:
         check_tensor(op, "bias", bias, (weight.shape[0],), x.dtype)
+    return {"x": x, "weight": weight, "bias": bias}
+
+
+def column_payload(x: Any, weight: Any, bias: Any, tp: Any, gather_output: Any) -> Payload:
+    """The checked inputs of tp-column-linear (TP-4.1, TP-4.8)."""
+    op = "tp-column-linear"
+    payload = _linear_payload(op, x, weight, bias, tp)
     if not isinstance(gather_output, bool):
         raise TypeError(f"{op}: gather_output must be a bool, got {gather_output!r}")
-    divide(weight.shape[0], tp, f"{op}: out={weight.shape[0]}")
-    return {"x": x, "weight": weight, "bias": bias, "gather_output": gather_output}
+    out = payload["weight"].shape[0]
+    divide(out, tp, f"{op}: out={out}")
+    return {**payload, "gather_output": gather_output}
 
 
 def column_rank(rank: int, tp: int, p: Payload) -> torch.Tensor:
@@ -117,13 +124,10 @@ def tp_column_linear(x: Any, weight: Any, bias: Any, tp: Any, gather_output: Any
 def row_payload(x: Any, weight: Any, bias: Any, tp: Any) -> Payload:
     """The checked inputs of tp-row-linear (TP-4.2, TP-4.8)."""
     op = "tp-row-linear"
-    x = _matrix(op, "x", x)
-    check_tp(op, tp)
-    weight = _in_matching(op, "weight", weight, x)
-    if bias is not None:
-        check_tensor(op, "bias", bias, (weight.shape[0],), x.dtype)
-    divide(x.shape[1], tp, f"{op}: in={x.shape[1]}")
-    return {"x": x, "weight": weight, "bias": bias}
+    payload = _linear_payload(op, x, weight, bias, tp)
+    columns = payload["x"].shape[1]
+    divide(columns, tp, f"{op}: in={columns}")
+    return payload
 
 
 def row_rank(rank: int, tp: int, p: Payload) -> torch.Tensor:
