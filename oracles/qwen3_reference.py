@@ -77,10 +77,11 @@ def _last_logits(config: Mapping[str, Any], w: Mapping[str, Array], ids: Array) 
 
 
 def greedy_reference(config: Mapping[str, Any], weights: Mapping[str, Any], prompt: Any, steps: int,
-                     tp: int = 1) -> dict[str, Array]:
-    """The tp-model-greedy oracle: {tokens int64 [steps], logits float32 [steps, vocab], top2_margin float64 [steps]}
-    of the unsharded model (``tp`` does not change the answer). Ties go to the lowest id."""
-    del tp
+                     tp: int = 1, dtype: str | None = None) -> dict[str, Array]:
+    """The oracle of tp-model-greedy and model-greedy-on-device: {tokens int64 [steps], logits float32 [steps, vocab],
+    top2_margin float64 [steps]} of the exact unsharded model (neither ``tp`` nor the port's ``dtype`` changes the
+    answer). Ties go to the lowest id."""
+    del tp, dtype
     w = {name: _wide(value) for name, value in weights.items()}
     ids = [int(i) for i in np.asarray(prompt).reshape(-1)]
     tokens, logits, margins = [], [], []

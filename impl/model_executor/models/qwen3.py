@@ -12,7 +12,7 @@ argmax. The whole sequence is recomputed each step (no KV cache).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -20,12 +20,12 @@ from impl.distributed import communication_op
 from impl.distributed.shard_plan import RankShards, WeightShard, shard_plan
 from impl.model_executor.layers.layernorm import rms_norm
 from impl.model_executor.layers.rotary_embedding import cos_sin_cache, rotary_embedding
-from impl.model_executor.models.qwen3_weights import MAX_TP, ModelConfig, checked_inputs
-
-__all__ = ["MAX_TP", "ModelConfig", "tp_model_greedy", "greedy_on_device"]
+from impl.model_executor.models.qwen3_weights import ModelConfig, checked_inputs
 
 CALL_TIMEOUT_S = 120.0
 """How long one greedy run may take on the world before the ranks are taken as stuck."""
+
+RankFunction = Callable[[int, int, Any], Any]
 
 _LAYER_SOURCES = {"q_proj": "self_attn.q_proj", "k_proj": "self_attn.k_proj", "v_proj": "self_attn.v_proj",
                   "o_proj": "self_attn.o_proj", "gate_proj": "mlp.gate_proj", "up_proj": "mlp.up_proj",
@@ -176,7 +176,7 @@ class GreedyRun:
     steps: int
 
 
-def _rank_greedy(rank: int, tp: int, run: GreedyRun) -> tuple[torch.Tensor, torch.Tensor]:
+def rank_greedy(rank: int, tp: int, run: GreedyRun) -> tuple[torch.Tensor, torch.Tensor]:
     """The rank function run_on_ranks calls: cut this rank's shards, decode."""
     torch.set_num_threads(1)
     return greedy(rank_model(run.config, run.weights, tp, rank), run.prompt, run.steps)
@@ -194,29 +194,35 @@ def _agreed(results: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Ten
     return tokens, logits
 
 
+def run_greedy(config: Mapping[str, Any], weights: Mapping[str, Any], prompt: Any, steps: int, tp: int,
+               rank_fn: RankFunction) -> dict[str, torch.Tensor]:
+    """The checked inputs decoded by ``rank_fn(rank, tp, GreedyRun)`` on every rank of the gloo world of ``tp``; rank
+    0's {tokens, logits} once all agree."""
+    from impl.distributed.gloo_world import run_on_ranks
+
+    checked, full, ids, count, tp = checked_inputs(config, weights, prompt, steps, tp, dtypes=(torch.float32,))
+    tokens, logits = _agreed(run_on_ranks(tp, rank_fn, GreedyRun(checked, full, ids, count), timeout_s=CALL_TIMEOUT_S))
+    return {"tokens": tokens, "logits": logits}
+
+
 def tp_model_greedy(config: Mapping[str, Any], weights: Mapping[str, Any], prompt: Any, steps: int,
                     tp: int) -> dict[str, torch.Tensor]:
     """The tp-model-greedy operation: {tokens int64 [steps], logits float32 [steps, vocab]} as rank 0 of a gloo world
     of ``tp`` ranks decodes them (TP-5.5); invalid-argument errors name the field, the tensor and both shapes."""
-    from impl.distributed.gloo_world import run_on_ranks
-
-    checked, full, ids, count, tp = checked_inputs(config, weights, prompt, steps, tp, dtypes=(torch.float32,))
-    run = GreedyRun(checked, full, ids, count)
-    tokens, logits = _agreed(run_on_ranks(tp, _rank_greedy, run, timeout_s=CALL_TIMEOUT_S))
-    return {"tokens": tokens, "logits": logits}
+    return run_greedy(config, weights, prompt, steps, tp, rank_greedy)
 
 
 def greedy_on_device(config: Mapping[str, Any], weights: Mapping[str, Any], prompt: Any, steps: int,
-                     dtype: str, device: str = "cuda") -> dict[str, torch.Tensor]:
-    """The model-greedy-on-device operation (issue 30 item 6): the tp=1 model on ``device`` with every weight cast to
-    ``dtype`` (bfloat16 or float32), in one process; {tokens, logits float32} as tp-model-greedy returns them."""
+                     dtype: str) -> dict[str, torch.Tensor]:
+    """The model-greedy-on-device operation (issue 30 item 6): the tp=1 model on the current CUDA device with every
+    weight cast to ``dtype`` (bfloat16 or float32), in one process; {tokens, logits float32} as tp-model-greedy."""
     targets = {"bfloat16": torch.bfloat16, "float32": torch.float32}
     if dtype not in targets:
         raise ValueError(f"dtype must be one of {', '.join(targets)}, got {dtype!r}")
-    if not (isinstance(device, str) and device.startswith("cuda")) or not torch.cuda.is_available():
-        raise RuntimeError(f"model-greedy-on-device needs a CUDA device, got device={device!r} "
-                           f"(torch.cuda.is_available() is {torch.cuda.is_available()})")
     checked, full, ids, count, _ = checked_inputs(config, weights, prompt, steps, 1, dtypes=(torch.float32,))
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"model-greedy-on-device needs a CUDA device; torch {torch.__version__} sees none")
+    device = torch.device("cuda", torch.cuda.current_device())
     on_device = {name: tensor.to(device=device, dtype=targets[dtype]) for name, tensor in full.items()}
     tokens, logits = greedy(rank_model(checked, on_device, 1, 0), ids, count)
     return {"tokens": tokens, "logits": logits}

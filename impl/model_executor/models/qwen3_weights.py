@@ -10,11 +10,9 @@ from typing import Any, Mapping
 
 import torch
 
+from impl.distributed.gloo_world import MAX_TP
 from impl.distributed.shard_plan import GEOMETRY_FIELDS, ModelGeometry, shard_plan
 from impl.distributed.shard_plan import _check_positive_int as check_positive_int
-
-MAX_TP = 8
-"""The largest world tp-model-greedy starts (issue 30: tp in {1, 2, 4, 8})."""
 
 INT_FIELDS = ("layers", "hidden", "num_heads", "num_kv_heads", "head_dim", "ffn", "vocab", "max_position")
 FIELDS = (*INT_FIELDS, "tie_word_embeddings", "rms_norm_eps", "rope_theta")
@@ -86,10 +84,15 @@ class ModelConfig:
 
 
 def _tensor(where: str, value: Any) -> torch.Tensor:
-    """A torch tensor of a tensor input (a numpy array is copied); TypeError naming ``where`` otherwise."""
+    """A torch tensor of a tensor input (a numpy array is copied, an ml_dtypes bfloat16 one bit for bit); TypeError
+    naming ``where`` otherwise."""
     if isinstance(value, torch.Tensor):
         return value
     if type(value).__module__ == "numpy" and type(value).__name__ == "ndarray":
+        if value.dtype.name == "bfloat16" and value.dtype.itemsize == 2:
+            import numpy
+
+            return torch.from_numpy(numpy.array(value).view(numpy.int16)).view(torch.bfloat16)
         return torch.tensor(value)
     raise TypeError(f"{where} must be a tensor, got {type(value).__name__}")
 
@@ -150,6 +153,6 @@ def checked_inputs(config: Any, weights: Any, prompt: Any, steps: Any, tp: Any,
     ids, count = checked_prompt(checked, prompt, steps)
     check_positive_int("tp", tp)
     if tp > MAX_TP:
-        raise ValueError(f"tp={tp} is more than the {MAX_TP} ranks a world here may have")
+        raise ValueError(f"tp={tp} is more than the {MAX_TP} ranks a gloo world here may have")
     shard_plan(checked.geometry, tp)
     return checked, full, ids, count, tp
