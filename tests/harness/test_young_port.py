@@ -76,7 +76,7 @@ command = {json.dumps([sys.executable, str(WORKER)])}
 
 def _keep_only(folder: Path) -> None:
     """The row's gate file and its part files (`parts:`) cut to GATES, each with at most 10 examples; a part left
-    without a gate is dropped from `parts:`."""
+    without a gate is dropped from `parts:`, and `parts:` itself when none is left."""
     header_file = folder / "gate.yaml"
     header = yaml.safe_load(header_file.read_text(encoding="utf-8"))
     kept = []
@@ -91,8 +91,10 @@ def _keep_only(folder: Path) -> None:
         if name != "gate.yaml" and document["gates"]:
             kept.append(name)
             (folder / name).write_text(yaml.safe_dump(document, sort_keys=False, width=200), encoding="utf-8")
-    if "parts" in header:
+    if kept:
         header["parts"] = kept
+    else:
+        header.pop("parts", None)  # `parts: []` is refused; a header keeping gates of its own needs no parts
     header_file.write_text(yaml.safe_dump(header, sort_keys=False, width=200), encoding="utf-8")
 
 
