@@ -26,7 +26,7 @@ POLICY_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "allclose": (frozenset(), frozenset({"rtol", "atol", "equal_nan"})),
     "nmse": (frozenset({"max"}), frozenset({"equal_nan"})),
     "ulp": (frozenset({"max"}), frozenset({"equal_nan"})),
-    "tokens": (frozenset({"margin", "max_excused"}), frozenset({"tokens", "margins"})),
+    "tokens": (frozenset({"margin", "max_excused"}), frozenset({"tokens", "margins", "rtol", "atol"})),
 }
 TOLERANCE_POLICIES = frozenset({"allclose", "nmse", "ulp", "tokens"})  # those with a tolerance to audit (`exact` has none)
 TOKENS_KEY, MARGINS_KEY = "tokens", "top2_margin"  # the tokens policy's default keys of the result map
@@ -37,7 +37,7 @@ class Policy:
     """A comparison policy as the gate file declares it; None fields take their defaults (allclose: per dtype)."""
 
     name: str
-    rtol: float | None = None
+    rtol: float | None = None  # allclose; tokens: for the result's other float arrays (logits)
     atol: float | None = None
     max: float | None = None  # nmse: the bound on NMSE; ulp: the bound on units in the last place (an int)
     equal_nan: bool = False
@@ -54,7 +54,8 @@ class Policy:
         if self.name in ("nmse", "ulp"):
             return f"{self.name} (max {self.max:g}{', equal_nan' if self.equal_nan else ''})"
         if self.name == "tokens":
-            return f"tokens (margin {self.margin:g} nats, max_excused {self.max_excused})"
+            floats = "" if self.rtol is None else f", other float arrays rtol {self.rtol:g}, atol {self.atol:g}"
+            return f"tokens (margin {self.margin:g} nats, max_excused {self.max_excused}{floats})"
         return self.name
 
 
@@ -82,7 +83,7 @@ def read_policy(reader: Reader, body: YMap, key: str) -> Policy | None:
         value = _option(reader, body, option, f"{key}.{option}", name)
         if value is not None:
             found[option] = value
-    if name == "allclose" and ("rtol" in body) != ("atol" in body):
+    if name in ("allclose", "tokens") and ("rtol" in body) != ("atol" in body):
         given, other = ("rtol", "atol") if "rtol" in body else ("atol", "rtol")
         reader.problem(location_of(body, given), f"{key}.{given}",
                        f"{given} is given without {other}: give both, or neither for torch.testing.assert_close's "

@@ -28,23 +28,25 @@ def how_far_off(comparison: Comparison) -> list[tuple[str, str]]:
 
 def _array_lines(comparison: Comparison, found: ArrayFinding) -> list[tuple[str, str]]:
     policy = comparison.policy
+    floating = found.dtype in ("float16", "bfloat16", "float32", "float64")
+    ids = policy.name == "tokens" and not floating  # the token ids; a tokens gate's float arrays are under allclose
     tolerance = ""
-    if policy.name == "allclose" and found.dtype in ("float16", "bfloat16", "float32", "float64"):
+    if policy.name in ("allclose", "tokens") and floating:
         rtol, atol = tolerances(policy, found.dtype)
         tolerance = f" (rtol {rtol:g}, atol {atol:g})"
-    elif policy.name != "tokens" and found.dtype not in ("float16", "bfloat16", "float32", "float64"):
+    elif not ids and not floating:
         tolerance = " (compared exactly: not a float dtype)"
     head = f"{found.path}: {found.dtype}, shape {list(found.shape)}{tolerance}" + (f": {found.why}" if found.why else "")
-    unit = "positions" if policy.name == "tokens" else "elements"
+    unit = "positions" if ids else "elements"
     lines = [("array", head), ("mismatched", f"{found.mismatched} of {found.total} {unit}")]
-    if policy.name != "tokens":
+    if not ids:
         if found.max_abs is not None:
             lines.append(("max abs error", f"{_number(found.max_abs_error)} at {_index(found.max_abs)} "
                                            f"(actual {_number(found.max_abs.actual)}, expected {_number(found.max_abs.expected)})"))
         lines += [("max rel error", _number(found.max_rel_error)), ("NMSE", _number(found.nmse))]
     for element in found.worst:
         lines.append(("worst", _shown(element)))
-    if policy.name == "tokens":
+    if ids:
         lines.append(("excused", f"{found.excused_count} near-tie positions (max_excused {policy.max_excused})"
                                  + "".join(f"; {_shown(element)}" for element in found.excused)))
     return lines

@@ -205,6 +205,22 @@ def test_tokens_margins_must_be_finite_and_not_negative():
     assert "margins are finite numbers >= 0" in found.problem and "[1]" in found.problem
 
 
+def test_tokens_judge_the_float_arrays_beside_the_ids_under_allclose():
+    """A greedy decode's logits travel with its ids: allclose at the float32 defaults, or the rtol/atol given."""
+    logits = np.random.default_rng(5).standard_normal((4, 130)).astype(np.float32) * 4
+    expected = {**_token_result([5, 6, 7, 8], [1.0, 0.5, 0.5, 1.0]), "logits": logits}
+    near = (logits + np.float32(5e-6)).astype(np.float32)
+    off = (logits + np.float32(4e-5)).astype(np.float32)
+    policy = Policy("tokens", margin=0.05, max_excused=0)
+    assert verdict(policy, {**_token_result([5, 6, 7, 8]), "logits": near}, expected), "within float32's default atol 1e-5"
+    failed = compare_under(policy, {**_token_result([5, 6, 7, 8]), "logits": off}, expected)
+    assert not failed.passed and [found.path for found in failed.arrays if not found.passed] == ["result.logits"]
+    assert verdict(Policy("tokens", margin=0.05, max_excused=0, rtol=1.3e-6, atol=5e-5),
+                   {**_token_result([5, 6, 7, 8]), "logits": off}, expected), "within the atol given"
+    assert not verdict(Policy("tokens", margin=0.05, max_excused=0, rtol=1.3e-6, atol=5e-5),
+                       {**_token_result([5, 9, 7, 8]), "logits": logits}, expected), "the ids stay exact above the band"
+
+
 def test_tokens_need_a_token_map():
     found = compare_under(Policy("tokens", margin=0.5, max_excused=1), {"ids": np.arange(3)}, {"ids": np.arange(3)})
     assert "needs a map with keys 'tokens' and 'top2_margin'" in found.problem

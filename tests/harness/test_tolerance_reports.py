@@ -93,6 +93,16 @@ def test_differences_outside_arrays_are_named_by_path():
         ("differs", "result.steps: 3 where 4 is expected")]
 
 
+def test_a_tokens_gate_reports_its_logits_as_allclose_does():
+    expected = {"tokens": np.array([3, 4]), "top2_margin": np.array([1.0, 1.0]), "logits": np.array([[1.0, 2.0]], dtype=np.float32)}
+    found = compare_under(Policy("tokens", margin=0.05, max_excused=0, rtol=1e-6, atol=1e-4),
+                          {"tokens": np.array([3, 4]), "logits": np.array([[1.0, 2.5]], dtype=np.float32)}, expected)
+    lines = dict(how_far_off(found))
+    assert lines["policy"] == "tokens (margin 0.05 nats, max_excused 0, other float arrays rtol 1e-06, atol 0.0001)"
+    assert lines["array"] == "result.logits: float32, shape [1, 2] (rtol 1e-06, atol 0.0001)"
+    assert lines["mismatched"] == "1 of 2 elements" and lines["max abs error"].startswith("0.5 at [0, 1]")
+
+
 def test_token_reports_count_and_show_excused_positions():
     expected = {"tokens": np.array([3, 4, 5, 6]), "top2_margin": np.array([0.01, 2.0, 2.0, 0.02])}
     found = compare_under(Policy("tokens", margin=0.05, max_excused=1), {"tokens": np.array([9, 4, 5, 8])}, expected)
@@ -229,6 +239,8 @@ BAD_POLICIES = [
      ("gates[0].compare.equal_nan", "expected true or false, got str 'yes'")),
     ("tokens-zero-band", "policy: tokens\n      margin: 0\n      max_excused: 1", "margin: 0",
      ("gates[0].compare.margin", "expected a band in nats > 0, got 0")),
+    ("tokens-atol-alone", "policy: tokens\n      margin: 0.1\n      max_excused: 0\n      atol: 1.0e-4", "atol: 1.0e-4",
+     ("gates[0].compare.atol", "atol is given without rtol")),
 ]
 
 
@@ -262,10 +274,11 @@ def test_the_schema_accepts_policies_and_refuses_what_the_loader_refuses():
     schema = json.loads((Path(value_agreement.__file__).parent / "schema" / "gate-file.schema.json").read_text())
     compare = schema["properties"]["gates"]["items"]["properties"]["compare"]
     good = ["a.b:c", {"policy": "exact"}, {"policy": "allclose", "rtol": 1e-5, "atol": 1e-6, "equal_nan": True},
-            {"policy": "nmse", "max": 5e-4}, {"policy": "ulp", "max": 2}, {"policy": "tokens", "margin": 0.05, "max_excused": 2}]
+            {"policy": "nmse", "max": 5e-4}, {"policy": "ulp", "max": 2}, {"policy": "tokens", "margin": 0.05, "max_excused": 2},
+            {"policy": "tokens", "margin": 0.05, "max_excused": 0, "rtol": 1.3e-6, "atol": 5e-5}]
     bad = [{"policy": "closeish"}, {"policy": "allclose", "rtol": -1, "atol": 0}, {"policy": "allclose", "rtol": "1e-5", "atol": 0},
            {"policy": "allclose", "rtol": 0.1}, {"policy": "nmse", "max": 1}, {"policy": "ulp", "max": 1.5},
-           {"policy": "nmse", "max": 1e-3, "rtol": 0.1}]
+           {"policy": "nmse", "max": 1e-3, "rtol": 0.1}, {"policy": "tokens", "margin": 0.05, "max_excused": 0, "atol": 1e-4}]
     for value in good:
         jsonschema.validate(value, compare)
     for value in bad:

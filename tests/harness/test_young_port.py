@@ -93,8 +93,8 @@ def _keep_only(folder: Path) -> None:
             (folder / name).write_text(yaml.safe_dump(document, sort_keys=False, width=200), encoding="utf-8")
     if kept:
         header["parts"] = kept
-    else:  # `parts:` may not be empty
-        header.pop("parts", None)
+    else:
+        header.pop("parts", None)  # `parts: []` is refused; a header keeping gates of its own needs no parts
     header_file.write_text(yaml.safe_dump(header, sort_keys=False, width=200), encoding="utf-8")
 
 

@@ -1,0 +1,97 @@
+"""Oracle for the whole-model TP-W2 gate (spec/tensor-parallel.md TP-5.5; issue 30 item 3): a Qwen3-style decoder
+run unsharded in float64 with numpy, greedy, recomputing the whole sequence each step.
+
+Written from the model's definition (vLLM 0.33.0 vllm/model_executor/models/qwen3.py: Qwen3Attention, Qwen3DecoderLayer;
+qwen2.py's MLP and model loop), not from the port: every weight is used whole, each query head attends with its own
+loop over the KV head its group reads, RoPE is written as complex multiplication, RMSNorm as x / sqrt(mean(x²) + eps).
+Nothing is rounded until the logits, which are returned as float32 beside the top-2 margins the `tokens` policy reads.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+Array = np.ndarray
+
+
+def _wide(value: Any) -> Array:
+    return np.asarray(value, dtype=np.float64)
+
+
+def _rms_norm(x: Array, weight: Array, eps: float) -> Array:
+    """x / sqrt(mean of squares over the last axis + eps) * weight."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def _rope(x: Array, positions: Array, theta: float) -> Array:
+    """x [tokens, heads, head_dim] with the neox pairs (j, j + head_dim/2) multiplied by e^{i·p·theta^(-2j/head_dim)}."""
+    half = x.shape[-1] // 2
+    frequencies = theta ** (-np.arange(half, dtype=np.float64) * 2.0 / x.shape[-1])
+    turn = np.exp(1j * positions.astype(np.float64)[:, None] * frequencies[None, :])[:, None, :]
+    z = (x[..., :half] + 1j * x[..., half:]) * turn
+    return np.concatenate((z.real, z.imag), axis=-1)
+
+
+def _attention(q: Array, k: Array, v: Array, num_kv_heads: int) -> Array:
+    """Causal grouped-query attention: query head h reads KV head h // (Hq/Hkv), scale head_dim^-0.5."""
+    tokens, num_heads, head_dim = q.shape
+    group = num_heads // num_kv_heads
+    out = np.empty_like(q)
+    allowed = np.tril(np.ones((tokens, tokens), dtype=bool))
+    for head in range(num_heads):
+        kv = head // group
+        scores = np.where(allowed, (q[:, head, :] @ k[:, kv, :].T) / np.sqrt(head_dim), -np.inf)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        out[:, head, :] = (weights / weights.sum(axis=-1, keepdims=True)) @ v[:, kv, :]
+    return out
+
+
+def _silu(x: Array) -> Array:
+    return x / (1.0 + np.exp(-x))
+
+
+def _last_logits(config: Mapping[str, Any], w: Mapping[str, Array], ids: Array) -> Array:
+    """The float64 logits [vocab] of the last position of ``ids``."""
+    heads, kv_heads, head_dim = config["num_heads"], config["num_kv_heads"], config["head_dim"]
+    eps, theta = float(config["rms_norm_eps"]), float(config["rope_theta"])
+    tokens = len(ids)
+    positions = np.arange(tokens)
+    hidden = w["model.embed_tokens.weight"][ids]
+    for layer in range(config["layers"]):
+        p = f"model.layers.{layer}."
+        x = _rms_norm(hidden, w[p + "input_layernorm.weight"], eps)
+        q = (x @ w[p + "self_attn.q_proj.weight"].T).reshape(tokens, heads, head_dim)
+        k = (x @ w[p + "self_attn.k_proj.weight"].T).reshape(tokens, kv_heads, head_dim)
+        v = (x @ w[p + "self_attn.v_proj.weight"].T).reshape(tokens, kv_heads, head_dim)
+        q = _rope(_rms_norm(q, w[p + "self_attn.q_norm.weight"], eps), positions, theta)
+        k = _rope(_rms_norm(k, w[p + "self_attn.k_norm.weight"], eps), positions, theta)
+        attended = _attention(q, k, v, kv_heads).reshape(tokens, heads * head_dim)
+        hidden = hidden + attended @ w[p + "self_attn.o_proj.weight"].T
+        x = _rms_norm(hidden, w[p + "post_attention_layernorm.weight"], eps)
+        gated = _silu(x @ w[p + "mlp.gate_proj.weight"].T) * (x @ w[p + "mlp.up_proj.weight"].T)
+        hidden = hidden + gated @ w[p + "mlp.down_proj.weight"].T
+    last = _rms_norm(hidden[-1], w["model.norm.weight"], eps)
+    head = w["model.embed_tokens.weight"] if config["tie_word_embeddings"] else w["lm_head.weight"]
+    return head @ last
+
+
+def greedy_reference(config: Mapping[str, Any], weights: Mapping[str, Any], prompt: Any, steps: int,
+                     tp: int = 1, dtype: str | None = None) -> dict[str, Array]:
+    """The oracle of tp-model-greedy and model-greedy-on-device: {tokens int64 [steps], logits float32 [steps, vocab],
+    top2_margin float64 [steps]} of the exact unsharded model (neither ``tp`` nor the port's ``dtype`` changes the
+    answer). Ties go to the lowest id."""
+    del tp, dtype
+    w = {name: _wide(value) for name, value in weights.items()}
+    ids = [int(i) for i in np.asarray(prompt).reshape(-1)]
+    tokens, logits, margins = [], [], []
+    for _ in range(steps):
+        step = _last_logits(config, w, np.asarray(ids, dtype=np.int64))
+        best = int(np.argmax(step))  # the first maximum: the lowest id on an exact tie
+        top2 = np.sort(step)[-2:]
+        tokens.append(best)
+        logits.append(step)
+        margins.append(float(top2[1] - top2[0]))
+        ids.append(best)
+    return {"tokens": np.asarray(tokens, dtype=np.int64), "logits": np.asarray(logits).astype(np.float32),
+            "top2_margin": np.asarray(margins, dtype=np.float64)}
