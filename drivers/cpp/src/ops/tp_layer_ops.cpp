@@ -69,7 +69,7 @@ Value tp_row_linear(const Value& input) {
   me::ShardWidth("in", static_cast<int>(in.weight.shape[1]), in.tp);
   const me::Precision precision = in.tensors.precision();
   return on_ranks(in.tp, in.tensors, [&](const TensorParallel& tp) {
-    return me::RowParallelForward(tp, in.x, in.weight, or_null(in.bias), precision);
+    return me::RowParallelForward(tp, me::SplitLastDim(tp, in.x), in.weight, or_null(in.bias), precision);
   });
 }
 

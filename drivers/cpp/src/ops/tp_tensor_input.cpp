@@ -40,11 +40,11 @@ vllm::HostTensor FloatTensors::read(const char* name, const std::vector<std::int
   const auto& shape = tensor.shape();
   if (shape.size() != expected.size())
     throw std::invalid_argument(std::string(name) + " has shape " + shape_text(shape) + ", expected " +
-                                std::to_string(expected.size()) + " dims " + dims);
+                                std::to_string(expected.size()) + " dims" + (dims.empty() ? "" : " " + dims));
   for (std::size_t i = 0; i < shape.size(); ++i)
     if (expected[i] != kAnyDim && shape[i] != expected[i])
       throw std::invalid_argument(std::string(name) + " has shape " + shape_text(shape) + ", expected " +
-                                  shape_with(expected, shape) + " " + dims);
+                                  shape_with(expected, shape) + (dims.empty() ? "" : " " + dims));
   vllm::HostTensor out;
   out.shape = shape;
   out.data.resize(tensor.numel());

@@ -21,9 +21,13 @@ int ShardWidth(const char* name, int size, int tp);
 TensorPtr ColumnParallelForward(const TensorParallel& tp, const HostTensor& x, const HostTensor& weight,
                                 const HostTensor* bias, bool gather_output, Precision precision);
 
-// RowParallelLinear: columns [r·in/tp, (r+1)·in/tp) of x times the same columns of weight; rank 0 alone adds the
-// bias (TP-4.2); the partial sums all-reduced, [tokens, out] on every rank.
-TensorPtr RowParallelForward(const TensorParallel& tp, const HostTensor& x, const HostTensor& weight,
+// The rank's columns [r·in/tp, (r+1)·in/tp) of x [tokens, in]: RowParallelLinear's input_parallel when its input
+// is not parallel already (vLLM's split_tensor_along_last_dim).
+HostTensor SplitLastDim(const TensorParallel& tp, const HostTensor& x);
+
+// RowParallelLinear on the rank's input_parallel [tokens, in/tp]: times the same columns of weight [out, in]; rank 0
+// alone adds the bias (TP-4.2); the partial sums all-reduced, [tokens, out] on every rank.
+TensorPtr RowParallelForward(const TensorParallel& tp, const HostTensor& x_parallel, const HostTensor& weight,
                              const HostTensor* bias, Precision precision);
 
 // The unsharded q/k/v projections of QKVParallelLinear ([Hq·D, hidden], [Hkv·D, hidden] twice) and their biases

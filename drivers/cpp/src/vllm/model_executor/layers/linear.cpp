@@ -49,11 +49,14 @@ TensorPtr ColumnParallelForward(const TensorParallel& tp, const HostTensor& x, c
   return gather_output ? tp.AllGather(y, -1) : y;
 }
 
-TensorPtr RowParallelForward(const TensorParallel& tp, const HostTensor& x, const HostTensor& weight,
+HostTensor SplitLastDim(const TensorParallel& tp, const HostTensor& x) {
+  return ColumnSlice(x, RankShare(tp, Dim(x, 1), "in"));
+}
+
+TensorPtr RowParallelForward(const TensorParallel& tp, const HostTensor& x_parallel, const HostTensor& weight,
                              const HostTensor* bias, Precision precision) {
   const vd::Span cols = RankShare(tp, Dim(weight, 1), "in");
-  const HostTensor x_shard = ColumnSlice(x, cols);  // the rank's input_parallel
-  HostTensor partial = LinearSlice(x_shard, weight, vd::Span{0, Dim(weight, 0)}, cols, AddsBias(tp) ? bias : nullptr, precision);
+  HostTensor partial = LinearSlice(x_parallel, weight, vd::Span{0, Dim(weight, 0)}, cols, AddsBias(tp) ? bias : nullptr, precision);
   return AllReduced(tp, std::move(partial), precision);
 }
 
@@ -81,9 +84,7 @@ TensorPtr ParallelMlpForward(const TensorParallel& tp, const HostTensor& x, cons
     const float silu = Rounded(precision, g / (1.0f + std::exp(-g)));
     gate.data[i] = Rounded(precision, silu * up.data[i]);
   }
-  // down_proj's shard: columns `rows` of down_weight, met by the rank's activation [tokens, ffn/tp]
-  HostTensor partial = LinearSlice(gate, down_weight, vd::Span{0, Dim(down_weight, 0)}, rows, nullptr, precision);
-  return AllReduced(tp, std::move(partial), precision);
+  return RowParallelForward(tp, gate, down_weight, nullptr, precision);  // down_proj on the rank's activation
 }
 
 }  // namespace vllm::model_executor
