@@ -132,14 +132,16 @@ def _bad(worker: Worker, message: str, *, config: dict[str, Any] | None = None, 
 def test_bad_model_input_is_invalid_argument_naming_it(v2_ready: Worker) -> None:
     weights = _weights(CONFIG, 1)
     _bad(v2_ready, "num_heads=8 is not divisible by tp=3", tp=3)
-    _bad(v2_ready, "prompt[1]=130 is outside [0, vocab=130)", prompt=np.array([1, 130], dtype=np.int64))
-    _bad(v2_ready, "need 65 positions, more than config.max_position=64", steps=64)
-    _bad(v2_ready, "weights is missing 'model.norm.weight'",
+    _bad(v2_ready, "prompt[1] = 130 is outside [0, vocab=130)", prompt=np.array([1, 130], dtype=np.int64))
+    _bad(v2_ready, "feed positions up to 64, beyond config.max_position=64", steps=64)
+    _bad(v2_ready, "weights is missing 'model.norm.weight' (shape [64])",
          weights={k: v for k, v in weights.items() if k != "model.norm.weight"})
-    _bad(v2_ready, "weights has 'lm_head.weight', which this config has no place for",
+    _bad(v2_ready, "weights has an unknown tensor 'lm_head.weight' (tie_word_embeddings is true",
          config=CONFIG | {"tie_word_embeddings": True})
-    _bad(v2_ready, "model.layers.1.mlp.down_proj.weight has shape (64, 63), expected (64, 64)",
+    _bad(v2_ready, "weights['model.layers.1.mlp.down_proj.weight'] has shape [64, 63], expected [64, 64]",
          weights=weights | {"model.layers.1.mlp.down_proj.weight": np.zeros((64, 63), dtype=np.float32)})
     _bad(v2_ready, "config.head_dim=7 must be even", config=CONFIG | {"head_dim": 7})
     _bad(v2_ready, "config has an unknown field 'rope_scaling'", config=CONFIG | {"rope_scaling": None})
-    _bad(v2_ready, "tp must be an int in [1, 8], got 0", tp=0)
+    _bad(v2_ready, "tp must be an int >= 1, got 0", tp=0)
+    _bad(v2_ready, "tp=16 is more than the 8 ranks a world here may have", tp=16)
+    _bad(v2_ready, "config.rope_theta must be > 1, got 1.0", config=CONFIG | {"rope_theta": 1.0})

@@ -28,7 +28,6 @@ namespace {
 namespace vd = vllm::distributed;
 namespace me = vllm::model_executor;
 using gates::Value;
-using gates::tp::kAnyDim;
 using vllm::HostTensor;
 using vllm::TensorParallel;
 using vllm::TensorPtr;
@@ -39,25 +38,31 @@ Value on_ranks(int tp, const gates::tp::FloatTensors& tensors, const std::functi
   return gates::tp::tensor_list(tensors, vd::RunOnRanks<TensorPtr>(tp, forward));
 }
 
-// x [tokens, in], weight [out, in], bias [out] | null of a linear layer.
+// `size` split tp ways, refused as "<operation>: <name>=<size> is not divisible by tp=<tp>" (TP-4.8).
+void check_divisible(const std::string& operation, const char* name, std::int64_t size, int tp) {
+  vd::ShardSize(static_cast<int>(size), tp, operation + ": " + name + "=" + std::to_string(size));
+}
+
+// x [tokens, in], tp, weight [out, in], bias [out] | null of a linear layer, checked in the Python port's order.
 struct LinearInputs {
   gates::tp::FloatTensors tensors;
   HostTensor x;
+  int tp;
   HostTensor weight;
   std::optional<HostTensor> bias;
-  int tp;
-  explicit LinearInputs(const Value& input) : tensors(input) {
-    x = tensors.read("x", {kAnyDim, kAnyDim}, "[tokens, in]");
-    weight = tensors.read("weight", {kAnyDim, x.shape[1]}, "[out, in]");
-    bias = tensors.read_optional("bias", {weight.shape[0]}, "[out]");
-    tp = gates::tp::parse_tp(input);
+  LinearInputs(const Value& input, const char* operation) : tensors(input, operation) {
+    x = tensors.matrix("x");
+    tp = gates::tp::parse_tp(input, operation);
+    weight = tensors.matrix("weight", x.shape[1]);
+    bias = tensors.read_optional("bias", {weight.shape[0]});
   }
 };
 
 Value tp_column_linear(const Value& input) {
-  LinearInputs in(input);
-  const bool gather = gates::tp::parse_bool(input, "gather_output");
-  me::ShardWidth("out", static_cast<int>(in.weight.shape[0]), in.tp);
+  const char* const op = "tp-column-linear";
+  LinearInputs in(input, op);
+  const bool gather = gates::tp::parse_bool(input, "gather_output", op);
+  check_divisible(op, "out", in.weight.shape[0], in.tp);
   const me::Precision precision = in.tensors.precision();
   return on_ranks(in.tp, in.tensors, [&](const TensorParallel& tp) {
     return me::ColumnParallelForward(tp, in.x, in.weight, or_null(in.bias), gather, precision);
@@ -65,8 +70,9 @@ Value tp_column_linear(const Value& input) {
 }
 
 Value tp_row_linear(const Value& input) {
-  LinearInputs in(input);
-  me::ShardWidth("in", static_cast<int>(in.weight.shape[1]), in.tp);
+  const char* const op = "tp-row-linear";
+  LinearInputs in(input, op);
+  check_divisible(op, "in", in.x.shape[1], in.tp);
   const me::Precision precision = in.tensors.precision();
   return on_ranks(in.tp, in.tensors, [&](const TensorParallel& tp) {
     return me::RowParallelForward(tp, me::SplitLastDim(tp, in.x), in.weight, or_null(in.bias), precision);
@@ -74,25 +80,30 @@ Value tp_row_linear(const Value& input) {
 }
 
 Value tp_qkv_linear(const Value& input) {
-  gates::tp::FloatTensors tensors(input);
+  const std::string op = "tp-qkv-linear";
+  gates::tp::FloatTensors tensors(input, op);
+  const HostTensor x = tensors.matrix("x");
   me::QkvHeadsGeometry heads;
-  heads.num_heads = gates::tp::positive_int("num_heads", gates::tp::member(input, "num_heads"));
-  heads.num_kv_heads = gates::tp::positive_int("num_kv_heads", gates::tp::member(input, "num_kv_heads"));
-  heads.head_dim = gates::tp::positive_int("head_dim", gates::tp::member(input, "head_dim"));
-  const int tp = gates::tp::parse_tp(input);
+  heads.num_heads = gates::tp::positive_int(op + ": num_heads", gates::tp::member(input, "num_heads"));
+  heads.num_kv_heads = gates::tp::positive_int(op + ": num_kv_heads", gates::tp::member(input, "num_kv_heads"));
+  heads.head_dim = gates::tp::positive_int(op + ": head_dim", gates::tp::member(input, "head_dim"));
+  const int tp = gates::tp::parse_tp(input, op);
   const std::int64_t q_rows = static_cast<std::int64_t>(heads.num_heads) * heads.head_dim;
   const std::int64_t kv_rows = static_cast<std::int64_t>(heads.num_kv_heads) * heads.head_dim;
-  const HostTensor x = tensors.read("x", {kAnyDim, kAnyDim}, "[tokens, hidden]");
-  const HostTensor q = tensors.read("q_weight", {q_rows, x.shape[1]}, "[num_heads * head_dim, hidden]");
-  const HostTensor k = tensors.read("k_weight", {kv_rows, x.shape[1]}, "[num_kv_heads * head_dim, hidden]");
-  const HostTensor v = tensors.read("v_weight", {kv_rows, x.shape[1]}, "[num_kv_heads * head_dim, hidden]");
-  const auto q_bias = tensors.read_optional("q_bias", {q_rows}, "[num_heads * head_dim]");
-  const auto k_bias = tensors.read_optional("k_bias", {kv_rows}, "[num_kv_heads * head_dim]");
-  const auto v_bias = tensors.read_optional("v_bias", {kv_rows}, "[num_kv_heads * head_dim]");
-  if (q_bias.has_value() != k_bias.has_value() || q_bias.has_value() != v_bias.has_value())
-    throw std::invalid_argument(std::string("q_bias, k_bias and v_bias must all be tensors or all be null; got ") +
-                                (q_bias ? "a tensor" : "null") + ", " + (k_bias ? "a tensor" : "null") + " and " +
-                                (v_bias ? "a tensor" : "null"));
+  const HostTensor q = tensors.read("q_weight", {q_rows, x.shape[1]});
+  const HostTensor k = tensors.read("k_weight", {kv_rows, x.shape[1]});
+  const HostTensor v = tensors.read("v_weight", {kv_rows, x.shape[1]});
+  const bool q_given = !gates::tp::member(input, "q_bias").is_null();
+  const bool k_given = !gates::tp::member(input, "k_bias").is_null();
+  const bool v_given = !gates::tp::member(input, "v_bias").is_null();
+  if (!(q_given == k_given && k_given == v_given))
+    throw std::invalid_argument(op + ": q_bias, k_bias and v_bias come all three or none; got q_bias " +
+                                (q_given ? "given" : "null") + ", k_bias " + (k_given ? "given" : "null") + ", v_bias " +
+                                (v_given ? "given" : "null"));
+  const auto q_bias = tensors.read_optional("q_bias", {q_rows});
+  const auto k_bias = tensors.read_optional("k_bias", {kv_rows});
+  const auto v_bias = tensors.read_optional("v_bias", {kv_rows});
+  check_divisible(op, "num_heads", heads.num_heads, tp);
   vd::QkvHeadLayout(heads.num_heads, heads.num_kv_heads, tp);
   const me::QkvProjections projections{&q, &k, &v, or_null(q_bias), or_null(k_bias), or_null(v_bias)};
   const me::Precision precision = tensors.precision();
@@ -106,13 +117,14 @@ Value tp_qkv_linear(const Value& input) {
 }
 
 Value tp_mlp(const Value& input) {
-  gates::tp::FloatTensors tensors(input);
-  const HostTensor x = tensors.read("x", {kAnyDim, kAnyDim}, "[tokens, hidden]");
-  const HostTensor gate = tensors.read("gate_weight", {kAnyDim, x.shape[1]}, "[ffn, hidden]");
-  const HostTensor up = tensors.read("up_weight", gate.shape, "[ffn, hidden]");
-  const HostTensor down = tensors.read("down_weight", {x.shape[1], gate.shape[0]}, "[hidden, ffn]");
-  const int tp = gates::tp::parse_tp(input);
-  me::ShardWidth("ffn", static_cast<int>(gate.shape[0]), tp);
+  const char* const op = "tp-mlp";
+  gates::tp::FloatTensors tensors(input, op);
+  const HostTensor x = tensors.matrix("x");
+  const int tp = gates::tp::parse_tp(input, op);
+  const HostTensor gate = tensors.matrix("gate_weight", x.shape[1]);
+  const HostTensor up = tensors.read("up_weight", gate.shape);
+  const HostTensor down = tensors.read("down_weight", {x.shape[1], gate.shape[0]});
+  check_divisible(op, "ffn", gate.shape[0], tp);
   const me::Precision precision = tensors.precision();
   return on_ranks(tp, tensors, [&](const TensorParallel& handle) {
     return me::ParallelMlpForward(handle, x, gate, up, down, precision);
@@ -120,19 +132,22 @@ Value tp_mlp(const Value& input) {
 }
 
 Value tp_vocab_embedding(const Value& input) {
-  gates::tp::FloatTensors tensors(input);
-  const HostTensor weight = tensors.read("weight", {kAnyDim, kAnyDim}, "[vocab, hidden]");
-  const std::vector<std::int64_t> ids = gates::tp::parse_ids(input, "ids", weight.shape[0]);
-  const int tp = gates::tp::parse_tp(input);
+  const char* const op = "tp-vocab-embedding";
+  gates::tp::FloatTensors tensors(input, op);
+  const int tp = gates::tp::parse_tp(input, op);
+  const std::vector<std::int64_t> ids = gates::tp::parse_ids(input, op);
+  const HostTensor weight = tensors.matrix("weight");
   vd::VocabLayout(static_cast<int>(weight.shape[0]), tp);
+  gates::tp::check_ids_in_vocab(ids, op, weight.shape[0]);
   return on_ranks(tp, tensors, [&](const TensorParallel& handle) { return me::VocabParallelEmbeddingForward(handle, ids, weight); });
 }
 
 Value tp_lm_head(const Value& input) {
-  gates::tp::FloatTensors tensors(input);
-  const HostTensor hidden = tensors.read("hidden_states", {kAnyDim, kAnyDim}, "[tokens, hidden]");
-  const HostTensor weight = tensors.read("weight", {kAnyDim, hidden.shape[1]}, "[vocab, hidden]");
-  const int tp = gates::tp::parse_tp(input);
+  const char* const op = "tp-lm-head";
+  gates::tp::FloatTensors tensors(input, op);
+  const HostTensor hidden = tensors.matrix("hidden_states");
+  const int tp = gates::tp::parse_tp(input, op);
+  const HostTensor weight = tensors.matrix("weight", hidden.shape[1]);
   vd::VocabLayout(static_cast<int>(weight.shape[0]), tp);
   const me::Precision precision = tensors.precision();
   return on_ranks(tp, tensors, [&](const TensorParallel& handle) {

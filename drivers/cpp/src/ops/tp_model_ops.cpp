@@ -4,7 +4,8 @@
 //                    steps, tp}
 //     -> {tokens: int64 [steps], logits: float32 [steps, vocab]} as rank 0 sees them (vllm/model_executor/models/
 //        qwen3.h Qwen3GreedyDecode on tp rank threads).
-// Inputs are checked before any rank runs: each a clear invalid-argument naming the field, the weight or the numbers.
+// Inputs are checked before any rank runs, in the Python port's order and words (impl/model_executor/models/
+// qwen3_weights.py): config, weights, prompt and steps, tp, then the shard plan.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -21,68 +22,104 @@ namespace {
 namespace me = vllm::model_executor;
 using gates::Value;
 
-const char* const kConfigNames[] = {"layers", "hidden",   "num_heads", "num_kv_heads", "head_dim", "ffn", "vocab",
-                                    "tie_word_embeddings", "rms_norm_eps", "rope_theta", "max_position"};
-const char* const kConfigFields =
-    "layers, hidden, num_heads, num_kv_heads, head_dim, ffn, vocab, tie_word_embeddings, rms_norm_eps, rope_theta, max_position";
+constexpr int kMaxModelTp = 8;
+const char* const kConfigIntFields[] = {"layers", "hidden", "num_heads", "num_kv_heads", "head_dim", "ffn", "vocab", "max_position"};
+const char* const kConfigFields[] = {"layers", "hidden",  "num_heads", "num_kv_heads", "head_dim", "ffn", "vocab", "max_position",
+                               "tie_word_embeddings", "rms_norm_eps", "rope_theta"};
+const char* const kConfigFieldList =
+    "layers, hidden, num_heads, num_kv_heads, head_dim, ffn, vocab, max_position, tie_word_embeddings, rms_norm_eps, rope_theta";
 
 bool is_config_field(const std::string& name) {
-  for (const char* field : kConfigNames)
+  for (const char* field : kConfigFields)
     if (name == field) return true;
   return false;
 }
 
-double finite_number(const Value& config, const char* name) {
-  const Value& v = gates::tp::member(config, name);
-  if (!v.is_number() || !std::isfinite(v.get<double>()))
-    throw std::invalid_argument(std::string("config.") + name + " must be a finite number, got " + gates::py_repr(v) + " (" +
-                                gates::py_type_name(v) + ")");
+std::string list_text(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+double finite_number(const std::string& name, const Value& v) {
+  if (!v.is_number())
+    throw std::invalid_argument(name + " must be a number, got " + gates::py_repr(v) + " (" + gates::py_type_name(v) + ")");
+  if (!std::isfinite(v.get<double>())) throw std::invalid_argument(name + " must be finite, got " + gates::py_repr(v));
   return v.get<double>();
 }
 
 me::Qwen3Config parse_config(const Value& config) {
-  if (!config.is_object() || config.contains("$map"))
-    throw std::invalid_argument(std::string("config must be a mapping of ") + kConfigFields + "; got " + gates::py_repr(config));
+  if (!config.is_object() || config.contains("$map") || gates::is_tensor_value(config))
+    throw std::invalid_argument(std::string("config must be a mapping of ") + kConfigFieldList + "; got " + gates::py_type_name(config));
   for (auto it = config.begin(); it != config.end(); ++it)
     if (!is_config_field(it.key()))
-      throw std::invalid_argument("config has an unknown field " + gates::py_str_repr(it.key()) + "; fields: " + kConfigFields);
-  for (const char* name : kConfigNames)
-    if (!config.contains(name)) throw std::invalid_argument(std::string("config.") + name + " is missing; fields: " + kConfigFields);
+      throw std::invalid_argument("config has an unknown field " + gates::py_str_repr(it.key()) + "; fields: " + kConfigFieldList);
+  for (const char* name : kConfigFields)
+    if (!config.contains(name)) throw std::invalid_argument(std::string("config.") + name + " is missing; fields: " + kConfigFieldList);
+  int ints[8];
+  for (std::size_t i = 0; i < 8; ++i) ints[i] = gates::tp::positive_int(std::string("config.") + kConfigIntFields[i], config[kConfigIntFields[i]]);
   me::Qwen3Config c;
-  const auto count = [&](const char* name) { return gates::tp::positive_int(std::string("config.") + name, config[name]); };
-  c.layers = count("layers");
-  c.hidden = count("hidden");
-  c.num_heads = count("num_heads");
-  c.num_kv_heads = count("num_kv_heads");
-  c.head_dim = count("head_dim");
-  c.ffn = count("ffn");
-  c.vocab = count("vocab");
-  c.max_position = count("max_position");
-  c.tie_word_embeddings = gates::tp::parse_bool(config, "tie_word_embeddings");
-  c.rms_norm_eps = finite_number(config, "rms_norm_eps");
-  c.rope_theta = finite_number(config, "rope_theta");
+  c.layers = ints[0], c.hidden = ints[1], c.num_heads = ints[2], c.num_kv_heads = ints[3];
+  c.head_dim = ints[4], c.ffn = ints[5], c.vocab = ints[6], c.max_position = ints[7];
   if (c.head_dim % 2 != 0)
     throw std::invalid_argument("config.head_dim=" + std::to_string(c.head_dim) + " must be even (neox RoPE rotates pairs)");
-  if (c.rms_norm_eps < 0) throw std::invalid_argument("config.rms_norm_eps=" + gates::py_float_repr(c.rms_norm_eps) + " must be >= 0");
-  if (c.rope_theta <= 1) throw std::invalid_argument("config.rope_theta=" + gates::py_float_repr(c.rope_theta) + " must be > 1");
+  const Value& tied = config["tie_word_embeddings"];
+  if (!tied.is_boolean())
+    throw std::invalid_argument("config.tie_word_embeddings must be a bool, got " + gates::py_repr(tied) + " (" +
+                                gates::py_type_name(tied) + ")");
+  c.tie_word_embeddings = tied.get<bool>();
+  c.rms_norm_eps = finite_number("config.rms_norm_eps", config["rms_norm_eps"]);
+  if (c.rms_norm_eps < 0) throw std::invalid_argument("config.rms_norm_eps must be >= 0, got " + gates::py_float_repr(c.rms_norm_eps));
+  c.rope_theta = finite_number("config.rope_theta", config["rope_theta"]);
+  if (c.rope_theta <= 1) throw std::invalid_argument("config.rope_theta must be > 1, got " + gates::py_float_repr(c.rope_theta));
   return c;
 }
 
 me::Qwen3Weights parse_weights(const Value& weights, const me::Qwen3Config& config) {
   if (!weights.is_object() || weights.contains("$map") || gates::is_tensor_value(weights))
-    throw std::invalid_argument("weights must be a mapping of Hugging Face names to tensors; got " + gates::py_type_name(weights));
+    throw std::invalid_argument("weights must be a mapping of HF tensor names to tensors, got " + gates::py_type_name(weights));
   const auto shapes = me::Qwen3WeightShapes(config);
+  const auto known = [&](const std::string& name) {
+    for (const auto& entry : shapes)
+      if (entry.first == name) return true;
+    return false;
+  };
   for (auto it = weights.begin(); it != weights.end(); ++it)
-    if (shapes.count(it.key()) == 0)
-      throw std::invalid_argument("weights has " + gates::py_str_repr(it.key()) + ", which this config has no place for" +
-                                  (it.key() == "lm_head.weight" ? " (tie_word_embeddings is true: lm_head is embed_tokens)" : ""));
-  gates::tp::FloatTensors tensors(weights);
+    if (!known(it.key()))
+      throw std::invalid_argument("weights has an unknown tensor " + gates::py_str_repr(it.key()) +
+                                  (it.key() == "lm_head.weight" ? " (tie_word_embeddings is true: lm_head shares embed_tokens)" : ""));
+  for (const auto& [name, shape] : shapes)
+    if (!weights.contains(name))
+      throw std::invalid_argument("weights is missing " + gates::py_str_repr(name) + " (shape " + list_text(shape) + ")");
+  for (const auto& entry : shapes)
+    if (!gates::is_tensor_value(weights[entry.first]))
+      throw std::invalid_argument("weights[" + gates::py_str_repr(entry.first) + "] must be a tensor, got " +
+                                  gates::py_type_name(weights[entry.first]));
   me::Qwen3Weights out;
   for (const auto& [name, shape] : shapes) {
-    if (!weights.contains(name)) throw std::invalid_argument("weights is missing " + gates::py_str_repr(name));
-    out[name] = tensors.read(name.c_str(), shape, "");
-    if (tensors.precision() != me::Precision::kFloat32)
-      throw std::invalid_argument("weights['" + name + "'] is bfloat16; the model runs on float32 only on CPU");
+    const gates::Tensor tensor = gates::tensor_of(weights[name]);
+    const std::string where = "weights[" + gates::py_str_repr(name) + "]";
+    if (tensor.shape() != shape)
+      throw std::invalid_argument(where + " has shape " + list_text(tensor.shape()) + ", expected " + list_text(shape));
+    if (tensor.dtype() != gates::DType::Float32)
+      throw std::invalid_argument(where + " has dtype " + gates::dtype_name(tensor.dtype()) + "; accepted: float32");
+    out[name] = gates::tp::host_tensor(tensor);
+  }
+  return out;
+}
+
+std::vector<std::int64_t> parse_prompt(const Value& prompt, const me::Qwen3Config& config) {
+  if (!gates::is_tensor_value(prompt)) throw std::invalid_argument("prompt must be a tensor, got " + gates::py_type_name(prompt));
+  const gates::Tensor ids = gates::tensor_of(prompt);
+  if (ids.dtype() != gates::DType::Int64 || ids.shape().size() != 1 || ids.shape()[0] < 1)
+    throw std::invalid_argument(std::string("prompt must be a non-empty int64 tensor [n], got ") + gates::dtype_name(ids.dtype()) +
+                                " of shape " + list_text(ids.shape()));
+  std::vector<std::int64_t> out(ids.numel());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = ids.get<std::int64_t>(i);
+    if (out[i] < 0 || out[i] >= config.vocab)
+      throw std::invalid_argument("prompt[" + std::to_string(i) + "] = " + std::to_string(out[i]) + " is outside [0, vocab=" +
+                                  std::to_string(config.vocab) + ")");
   }
   return out;
 }
@@ -90,21 +127,25 @@ me::Qwen3Weights parse_weights(const Value& weights, const me::Qwen3Config& conf
 Value tp_model_greedy(const Value& input) {
   const me::Qwen3Config config = parse_config(gates::tp::member(input, "config"));
   const me::Qwen3Weights weights = parse_weights(gates::tp::member(input, "weights"), config);
-  const std::vector<std::int64_t> prompt = gates::tp::parse_ids(input, "prompt", config.vocab);
-  if (prompt.empty()) throw std::invalid_argument("prompt has shape (0,), expected at least one token");
+  const std::vector<std::int64_t> prompt = parse_prompt(gates::tp::member(input, "prompt"), config);
   const int steps = gates::tp::positive_int("steps", gates::tp::member(input, "steps"));
-  const int tp = gates::tp::parse_tp(input);
-  const long long positions = static_cast<long long>(prompt.size()) + steps - 1;
-  if (positions > config.max_position)
+  const long long last = static_cast<long long>(prompt.size()) + steps - 2;
+  if (last >= config.max_position)
     throw std::invalid_argument("a prompt of " + std::to_string(prompt.size()) + " tokens and steps=" + std::to_string(steps) +
-                                " need " + std::to_string(positions) + " positions, more than config.max_position=" +
+                                " feed positions up to " + std::to_string(last) + ", beyond config.max_position=" +
                                 std::to_string(config.max_position));
+  const int tp = gates::tp::positive_int("tp", gates::tp::member(input, "tp"));
+  if (tp > kMaxModelTp)
+    throw std::invalid_argument("tp=" + std::to_string(tp) + " is more than the " + std::to_string(kMaxModelTp) +
+                                " ranks a world here may have");
   const me::GreedyDecode decode = me::Qwen3GreedyDecode(tp, config, weights, prompt, steps);
   gates::Tensor tokens(gates::DType::Int64, {steps});
   for (int i = 0; i < steps; ++i) tokens.set<std::int64_t>(static_cast<std::size_t>(i), decode.tokens[static_cast<std::size_t>(i)]);
+  gates::Tensor logits(gates::DType::Float32, decode.logits.shape);
+  for (std::size_t i = 0; i < decode.logits.data.size(); ++i) logits.set<float>(i, decode.logits.data[i]);
   Value out = Value::object();
   out["tokens"] = gates::tensor_value(std::move(tokens));
-  out["logits"] = gates::tp::FloatTensors(input).result(decode.logits);
+  out["logits"] = gates::tensor_value(std::move(logits));
   return out;
 }
 

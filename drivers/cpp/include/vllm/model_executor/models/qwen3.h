@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vllm/distributed/tensor_parallel.h"
@@ -31,8 +32,9 @@ struct Qwen3Config {
 // Checkpoint tensors by Hugging Face name (model.embed_tokens.weight, model.layers.{i}.self_attn.q_proj.weight, ...).
 using Qwen3Weights = std::map<std::string, HostTensor>;
 
-// Every checkpoint name the config needs, with its shape; lm_head.weight only when the embeddings are untied.
-std::map<std::string, std::vector<std::int64_t>> Qwen3WeightShapes(const Qwen3Config& config);
+// Every checkpoint name the config needs, with its shape, in checkpoint order (embed_tokens, the layers, norm,
+// then lm_head.weight only when the embeddings are untied).
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> Qwen3WeightShapes(const Qwen3Config& config);
 
 struct GreedyDecode {
   std::vector<std::int64_t> tokens;  // [steps]

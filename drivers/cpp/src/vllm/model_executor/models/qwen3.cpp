@@ -87,25 +87,22 @@ std::int64_t Argmax(const HostTensor& logits, std::size_t row) {
 
 }  // namespace
 
-std::map<std::string, std::vector<std::int64_t>> Qwen3WeightShapes(const Qwen3Config& c) {
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> Qwen3WeightShapes(const Qwen3Config& c) {
   const std::int64_t hidden = c.hidden, q_rows = std::int64_t{c.num_heads} * c.head_dim;
   const std::int64_t kv_rows = std::int64_t{c.num_kv_heads} * c.head_dim, ffn = c.ffn, d = c.head_dim;
-  std::map<std::string, std::vector<std::int64_t>> shapes = {
-      {"model.embed_tokens.weight", {c.vocab, hidden}}, {"model.norm.weight", {hidden}}};
-  if (!c.tie_word_embeddings) shapes["lm_head.weight"] = {c.vocab, hidden};
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes = {{"model.embed_tokens.weight", {c.vocab, hidden}}};
   for (int i = 0; i < c.layers; ++i) {
-    shapes[LayerName(i, "input_layernorm.weight")] = {hidden};
-    shapes[LayerName(i, "self_attn.q_proj.weight")] = {q_rows, hidden};
-    shapes[LayerName(i, "self_attn.k_proj.weight")] = {kv_rows, hidden};
-    shapes[LayerName(i, "self_attn.v_proj.weight")] = {kv_rows, hidden};
-    shapes[LayerName(i, "self_attn.o_proj.weight")] = {hidden, q_rows};
-    shapes[LayerName(i, "self_attn.q_norm.weight")] = {d};
-    shapes[LayerName(i, "self_attn.k_norm.weight")] = {d};
-    shapes[LayerName(i, "post_attention_layernorm.weight")] = {hidden};
-    shapes[LayerName(i, "mlp.gate_proj.weight")] = {ffn, hidden};
-    shapes[LayerName(i, "mlp.up_proj.weight")] = {ffn, hidden};
-    shapes[LayerName(i, "mlp.down_proj.weight")] = {hidden, ffn};
+    const std::pair<const char*, std::vector<std::int64_t>> layer[] = {
+        {"input_layernorm.weight", {hidden}},           {"self_attn.q_proj.weight", {q_rows, hidden}},
+        {"self_attn.k_proj.weight", {kv_rows, hidden}}, {"self_attn.v_proj.weight", {kv_rows, hidden}},
+        {"self_attn.o_proj.weight", {hidden, q_rows}},  {"self_attn.q_norm.weight", {d}},
+        {"self_attn.k_norm.weight", {d}},               {"post_attention_layernorm.weight", {hidden}},
+        {"mlp.gate_proj.weight", {ffn, hidden}},        {"mlp.up_proj.weight", {ffn, hidden}},
+        {"mlp.down_proj.weight", {hidden, ffn}}};
+    for (const auto& [name, shape] : layer) shapes.emplace_back(LayerName(i, name), shape);
   }
+  shapes.emplace_back("model.norm.weight", std::vector<std::int64_t>{hidden});
+  if (!c.tie_word_embeddings) shapes.emplace_back("lm_head.weight", std::vector<std::int64_t>{c.vocab, hidden});
   return shapes;
 }
 
