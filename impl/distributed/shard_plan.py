@@ -124,7 +124,7 @@ def pad_vocab(vocab: int, pad_to: int = VOCAB_PADDING) -> int:
     return -(-vocab // pad_to) * pad_to
 
 
-def _shard(size: int, tp: int, what: str) -> int:
+def divide(size: int, tp: int, what: str) -> int:
     """``size / tp``, or a ValueError naming ``what`` and both numbers when tp does not divide it (vLLM's divide)."""
     if size % tp:
         raise ValueError(f"{what} is not divisible by tp={tp}")
@@ -140,7 +140,7 @@ def kv_layout(num_heads: int, num_kv_heads: int, tp: int) -> tuple[int, int]:
                              f"KV head tp/num_kv_heads times)")
         heads, replicas = 1, tp // num_kv_heads
     else:
-        heads, replicas = _shard(num_kv_heads, tp, f"num_kv_heads={num_kv_heads}"), 1
+        heads, replicas = divide(num_kv_heads, tp, f"num_kv_heads={num_kv_heads}"), 1
     if num_heads % num_kv_heads:
         raise ValueError(f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads} (grouped-query attention)")
     return heads, replicas
@@ -181,11 +181,11 @@ def shard_plan(geometry: ModelGeometry, tp: int) -> ShardPlan:
     """Every rank's shards of ``geometry`` at ``tp`` ranks (TP-4.7); ValueError for a geometry vLLM cannot shard,
     naming the numbers (TP-4.8)."""
     _check_positive_int("tp", tp)
-    heads = _shard(geometry.num_heads, tp, f"num_heads={geometry.num_heads}")
+    heads = divide(geometry.num_heads, tp, f"num_heads={geometry.num_heads}")
     kv_heads, replicas = kv_layout(geometry.num_heads, geometry.num_kv_heads, tp)
-    _shard(geometry.ffn, tp, f"ffn={geometry.ffn}")
+    divide(geometry.ffn, tp, f"ffn={geometry.ffn}")
     padded = pad_vocab(geometry.vocab)
-    _shard(padded, tp, f"the padded vocab {padded} (vocab={geometry.vocab} padded to a multiple of {VOCAB_PADDING})")
+    divide(padded, tp, f"the padded vocab {padded} (vocab={geometry.vocab} padded to a multiple of {VOCAB_PADDING})")
     plan = ShardPlan(tp, padded, heads, kv_heads, replicas, ())
     return ShardPlan(tp, padded, heads, kv_heads, replicas, tuple(_rank_shards(geometry, tp, rank, plan) for rank in range(tp)))
 

@@ -440,7 +440,9 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
     top = reader.mapping(document, "", None)
     if top is None:
         raise DefinitionError(reader.problems)
-    reader.keys(top, "", FILE_KEYS_REQUIRED - ({"gates"} if "parts" in top else set()), FILE_KEYS_OPTIONAL)
+    with_parts = "parts" in top  # the header may keep gates of its own beside its parts (docs/gate-files.md)
+    reader.keys(top, "", FILE_KEYS_REQUIRED - ({"gates"} if with_parts else set()),
+                FILE_KEYS_OPTIONAL | ({"gates"} if with_parts else set()))
     row_id = reader.string(top, "row", "row", ROW_ID)
     ops_path = operations_path(path)
     ops_shown = f"{folder}/{ops_path.name}" if folder else ops_path.name

@@ -163,6 +163,14 @@ def test_a_row_split_into_part_files_runs_as_one_row_with_the_parts_lines(exampl
     assert "gates/rows/example/gate.yaml::page-bytes::fp16-page" in {i["nodeid"] for i in report["items"]}
 
 
+def test_a_header_keeps_gates_of_its_own_beside_its_parts(example):
+    example.write("gates/rows/example/gate.yaml", example.read().replace("gates:\n", "parts: [m1.yaml]\ngates:\n", 1))
+    example.write("gates/rows/example/m1.yaml", PART.format(gates=example.gate_block("page-bytes-again")))
+    result, report = example.run_json()
+    assert result.code == 0, result.text
+    assert {item["nodeid"].split("::")[1] for item in report["items"]} >= {"page-bytes", "page-bytes-again"}
+
+
 @pytest.mark.parametrize("edit, needle, message", [
     (("row: EXAMPLE-ROW\nmilestone", "row: OTHER-ROW\nmilestone"), "row: OTHER-ROW", "names row 'OTHER-ROW'"),
     (("milestone: M1\ngates", "milestone: M9\ngates"), "milestone: M9", "milestone 'M9' is not a milestone of EXAMPLE-ROW"),

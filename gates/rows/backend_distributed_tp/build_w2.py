@@ -1,0 +1,16 @@
+"""Builder of the TP-W2 layer operations' Python binding (operations.yaml): the case's tensors, made judge-side
+(`{tensor: ...}` or a strategy's numpy arrays), as torch tensors of the same bits; every other input as given.
+The oracle takes the numpy arrays themselves (no builder)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from vllm_gates import Call, as_torch
+
+
+def torch_inputs(data: Mapping[str, Any]) -> Call:
+    """The operation's keyword arguments, numpy arrays turned into torch tensors."""
+    return Call(kwargs={name: as_torch(value) if isinstance(value, np.ndarray) else value
+                        for name, value in data.items()})
