@@ -88,6 +88,24 @@ vd::GroupKind parse_kind(const Value& kind) {
   throw std::invalid_argument("kind=" + py_repr(kind) + " is not a group kind; accepted: " + vd::GroupKindNames());
 }
 
+// An int >= 1 that fits an int32, else the Python port's TypeError/ValueError text naming `name` (TP-4.8).
+int positive_int(const std::string& name, const Value& v) {
+  if (!is_py_int(v))
+    throw std::invalid_argument(name + " must be an int >= 1, got " + py_repr(v) + " (" + py_type_name(v) + ")");
+  const std::string over = name + "=" + py_repr(v) + " is over " + std::to_string(INT_MAX) + ", more than this port counts";
+  if (v.is_object()) {  // {"$int": text}: outside int64/uint64
+    if (v["$int"].get<std::string>().rfind('-', 0) == 0)
+      throw std::invalid_argument(name + " must be an int >= 1, got " + py_repr(v));
+    throw std::invalid_argument(over);
+  }
+  if (v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(INT_MAX))
+    throw std::invalid_argument(over);
+  const long long value = v.is_number_unsigned() ? static_cast<long long>(v.get<unsigned long long>()) : v.get<long long>();
+  if (value < 1) throw std::invalid_argument(name + " must be an int >= 1, got " + py_repr(v));
+  if (value > INT_MAX) throw std::invalid_argument(over);
+  return static_cast<int>(value);
+}
+
 const Value& member(const Value& input, const char* name) {
   if (!input.is_object() || !input.contains(name))
     throw std::runtime_error(std::string("the input has no '") + name + "' (the call's arguments do not bind)");

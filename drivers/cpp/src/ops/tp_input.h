@@ -16,6 +16,9 @@ int parse_rank(const vllm::distributed::ParallelDims& dims, const Value& rank);
 // A group kind (rank_group's and group_ranks' _members).
 vllm::distributed::GroupKind parse_kind(const Value& kind);
 
+// An int >= 1 that fits an int32, else the Python port's TypeError/ValueError text naming `name` (TP-4.8).
+int positive_int(const std::string& name, const Value& v);
+
 // The member `name` of a map input, or `fallback` when absent (a keyword argument with a default).
 const Value& member(const Value& input, const char* name);
 Value member_or(const Value& input, const char* name, Value fallback);

@@ -1,7 +1,6 @@
 // The BACKEND-DISTRIBUTED-TP TP-W2 operation (gate.yaml: shard-plan), answering what the Python binding returns:
 //   tp-shard-plan {geometry: {hidden, num_heads, num_kv_heads, head_dim, ffn, vocab, tie_word_embeddings?}, tp}
 //                 -> shard_plan(ModelGeometry.from_mapping(geometry), tp).as_plain()   (impl/distributed/shard_plan.py)
-#include <climits>
 #include <stdexcept>
 #include <string>
 
@@ -18,24 +17,6 @@ using gates::Value;
 const char* const kIntFields[] = {"hidden", "num_heads", "num_kv_heads", "head_dim", "ffn", "vocab"};
 const char* const kFieldList = "hidden, num_heads, num_kv_heads, head_dim, ffn, vocab, tie_word_embeddings";
 
-// An int >= 1 that fits an int32, else the Python port's TypeError/ValueError text naming `name` (TP-4.8).
-int PositiveInt(const std::string& name, const Value& v) {
-  if (!gates::is_py_int(v))
-    throw std::invalid_argument(name + " must be an int >= 1, got " + gates::py_repr(v) + " (" + gates::py_type_name(v) + ")");
-  const std::string over = name + "=" + gates::py_repr(v) + " is over " + std::to_string(INT_MAX) + ", more than this port counts";
-  if (v.is_object()) {  // {"$int": text}: outside int64/uint64
-    if (v["$int"].get<std::string>().rfind('-', 0) == 0)
-      throw std::invalid_argument(name + " must be an int >= 1, got " + gates::py_repr(v));
-    throw std::invalid_argument(over);
-  }
-  if (v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(INT_MAX))
-    throw std::invalid_argument(over);
-  const long long value = v.is_number_unsigned() ? static_cast<long long>(v.get<unsigned long long>()) : v.get<long long>();
-  if (value < 1) throw std::invalid_argument(name + " must be an int >= 1, got " + gates::py_repr(v));
-  if (value > INT_MAX) throw std::invalid_argument(over);
-  return static_cast<int>(value);
-}
-
 vd::ModelGeometry ParseGeometry(const Value& fields) {
   if (!fields.is_object() || fields.contains("$map"))
     throw std::invalid_argument(std::string("geometry must be a mapping of ") + kFieldList + "; got " + gates::py_repr(fields) +
@@ -49,7 +30,7 @@ vd::ModelGeometry ParseGeometry(const Value& fields) {
     if (!fields.contains(name)) throw std::invalid_argument(std::string("geometry.") + name + " is missing; fields: " + kFieldList);
   vd::ModelGeometry g;
   int* slots[] = {&g.hidden, &g.num_heads, &g.num_kv_heads, &g.head_dim, &g.ffn, &g.vocab};
-  for (std::size_t i = 0; i < 6; ++i) *slots[i] = PositiveInt(std::string("geometry.") + kIntFields[i], fields[kIntFields[i]]);
+  for (std::size_t i = 0; i < 6; ++i) *slots[i] = gates::tp::positive_int(std::string("geometry.") + kIntFields[i], fields[kIntFields[i]]);
   const Value tied = gates::tp::member_or(fields, "tie_word_embeddings", false);
   if (!tied.is_boolean())
     throw std::invalid_argument("geometry.tie_word_embeddings must be a bool, got " + gates::py_repr(tied) + " (" +
@@ -62,7 +43,7 @@ Value SpanValue(const vd::Span& span) { return Value::array({span.begin, span.en
 
 Value tp_shard_plan(const Value& input) {
   const vd::ModelGeometry geometry = ParseGeometry(gates::tp::member(input, "geometry"));
-  const vd::ShardPlan plan = vd::BuildShardPlan(geometry, PositiveInt("tp", gates::tp::member(input, "tp")));
+  const vd::ShardPlan plan = vd::BuildShardPlan(geometry, gates::tp::positive_int("tp", gates::tp::member(input, "tp")));
   Value out = Value::object();
   out["tp"] = plan.tp;
   out["padded_vocab"] = plan.padded_vocab;

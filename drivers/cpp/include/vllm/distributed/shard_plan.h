@@ -69,6 +69,35 @@ struct ShardPlan {
 // The vocabulary rounded up to a multiple of kVocabPadding (vLLM's pad_vocab_size).
 int PadVocab(int vocab);
 
+// size / tp; std::invalid_argument "<what> is not divisible by tp=<tp>" otherwise (vLLM's divide(), TP-4.8).
+int ShardSize(int size, int tp, const std::string& what);
+
+// The `index`-th of equal consecutive pieces of `size`: [index * size, (index + 1) * size).
+Span RankPiece(int index, int size);
+
+// QKVParallelLinear's heads at tp ranks (TP-4.3): Hq / tp query heads a rank, max(1, Hkv / tp) KV heads, each KV
+// head replicated tp / Hkv times when tp >= Hkv. std::invalid_argument naming the numbers for an indivisible split.
+struct QkvHeads {
+  int heads_per_rank = 0;
+  int kv_heads_per_rank = 0;
+  int kv_replicas = 1;
+  // The K/V shard rank `rank` loads: rank / kv_replicas.
+  int kv_shard(int rank) const { return rank / kv_replicas; }
+};
+QkvHeads QkvHeadLayout(int num_heads, int num_kv_heads, int tp);
+
+// VocabParallelEmbedding's vocabulary at tp ranks (TP-4.5): padded to a multiple of kVocabPadding, cut in tp
+// contiguous ranges; std::invalid_argument when the padded vocabulary is not divisible by tp.
+struct VocabShards {
+  int vocab = 0;
+  int padded_vocab = 0;
+  int per_rank = 0;
+  Span range(int rank) const { return RankPiece(rank, per_rank); }
+  // The checkpoint rows rank `rank` loads: its range clipped to the vocabulary (the rest are zero padding rows).
+  Span loaded(int rank) const;
+};
+VocabShards VocabLayout(int vocab, int tp);
+
 // Every rank's shards of `geometry` at `tp` ranks. Throws std::invalid_argument naming the numbers for a geometry
 // vLLM cannot shard (TP-4.8): Hq % tp, the KV split, Hq % Hkv, ffn % tp, padded vocab % tp; and for tp < 1.
 ShardPlan BuildShardPlan(const ModelGeometry& geometry, int tp);
