@@ -3,7 +3,7 @@ to its data, never to the tolerance: zeros, a constant equal to its mean, its la
 seeded noise of a share of its RMS.
 
 Each is the expected result with one array the policy applies a tolerance to replaced (floating arrays; under
-`tokens`, the token ids), the others left right: a port wrong in one output of several must fail too, and an
+`tokens` also the token ids, never the oracle's margins), the others left right: a port wrong in one output of several must fail too, and an
 output compared exactly, or a second output of another scale, would otherwise hide a tolerance too wide for the
 first. numpy is imported only when an answer is derived.
 """
@@ -37,14 +37,17 @@ def substituted(value: Any, policy: Policy, make: Callable[[Any, str], Any], pla
     """``value`` with each array ``governed`` yields replaced by ``make(array, its place)``; the rest as it is."""
     import numpy as np
 
-    if isinstance(value, np.ndarray):
-        return make(value, place) if policy.name != "tokens" and value.dtype.name in ALLCLOSE_DEFAULTS else value
+    if isinstance(value, np.ndarray):  # under tokens too: the arrays beside the ids are compared as allclose
+        return make(value, place) if value.dtype.name in ALLCLOSE_DEFAULTS else value
     if isinstance(value, dict):
         if policy.name == "tokens" and policy.tokens in value and policy.margins in value:
             ids = value[policy.tokens]
-            if isinstance(ids, np.ndarray) and ids.dtype.kind in "iu":
-                return {**value, policy.tokens: make(ids, f"{place}[{policy.tokens!r}]")}
-            return value
+            governed_ids = isinstance(ids, np.ndarray) and ids.dtype.kind in "iu"
+            return {key: (inner if key == policy.margins  # the oracle's own margins are never compared
+                          else make(inner, f"{place}[{key!r}]") if key == policy.tokens and governed_ids
+                          else inner if key == policy.tokens
+                          else substituted(inner, policy, make, f"{place}[{key!r}]"))
+                    for key, inner in value.items()}
         return {key: substituted(inner, policy, make, f"{place}[{key!r}]") for key, inner in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(substituted(inner, policy, make, f"{place}[{number}]") for number, inner in enumerate(value))

@@ -163,7 +163,23 @@ def test_the_tokens_policy_audits_the_token_ids():
     assert tight.strong, tight
     ties = {"tokens": ids, "top2_margin": np.concatenate([np.full((2, 15), 0.01), np.full((2, 1), 5.0)], axis=1)}
     loose = audit_tolerance(Policy("tokens", margin=0.1, max_excused=40), [Sample("case 'c'", "case", (ties,))], 0.01)
-    assert PERMUTED not in _passed(loose) and ZEROS not in _passed(loose), "the last position is never excused"
+    weak = " ".join(_passed(loose))
+    assert PERMUTED not in weak and ZEROS not in weak, "the last position is never excused"
+
+
+def test_the_tokens_policy_audits_the_logits_beside_the_ids_and_never_the_margins():
+    """Under `tokens` the logits beside the ids are compared as allclose, so a too-wide atol on them is WEAK by
+    itself, while exact ids would reject every wrong answer made in both at once."""
+    ids = np.random.Generator(np.random.PCG64(4)).integers(0, 130, (32,))
+    logits = _normal(5, (32, 130), scale=4.0)
+    expected = {"tokens": ids, "logits": logits, "top2_margin": np.full((32,), 5.0)}
+    sample = [Sample("case 'c'", "case", (expected,))]
+    wide = audit_tolerance(Policy("tokens", margin=1e-4, max_excused=0, rtol=1.3e-6, atol=0.5), sample, 0.01)
+    assert _passed(wide) == {f"{NOISE_1} in the result['logits']"}, wide.summary()
+    tight = audit_tolerance(Policy("tokens", margin=1e-4, max_excused=0, rtol=1.3e-6, atol=5e-5), sample, 0.01)
+    assert tight.strong, tight.summary()
+    margins_left = wrong_answer(ZEROS, expected, Policy("tokens", margin=1e-4, max_excused=0), 0, 0.01)
+    assert margins_left["top2_margin"] is expected["top2_margin"]
 
 
 # ---- the smallest noise rejected ---------------------------------------------------------------------------------
