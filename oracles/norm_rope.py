@@ -5,8 +5,9 @@ RMSNorm's variance and scale in float32, the weight multiply in the weight's dty
 the input's dtype. A value is rounded to float16 or bfloat16 through float32, as torch's CPU arithmetic in those
 dtypes rounds a float32 result. RoPE is written as complex multiplication: the pair (a, b) of a head is z = a + ib,
 rotated to z·e^{iθ} = z·cos θ + z·(i sin θ); the pairs are gathered by an index map, never by rotate_half or chunk.
-The cos/sin table itself is the float32 one vLLM computes (NR-2.3: its bits come from float32 pow and cos, which
-the rope-cos-sin-cache gate checks against exact angles); cos_sin_table gives the exact float64 one.
+The cos/sin table is the exact float64 one (cos_sin_table) rounded to float32 once, not vLLM's float32 arithmetic,
+whose pow is the platform's; the rotary-embedding gate's NMSE bound covers the difference, and the
+rope-cos-sin-cache gate checks vLLM's float32 table against the exact angles.
 """
 from __future__ import annotations
 
@@ -49,15 +50,6 @@ def cos_sin_table(rotary_dim: int, max_position: int, base: float) -> Array:
     return np.concatenate((np.cos(angles), np.sin(angles)), axis=-1)
 
 
-def float32_table(rotary_dim: int, max_position: int, base: float) -> Array:
-    """vLLM's float32 table (NR-2.3): θ_j by float32 pow and reciprocal, angles and cos/sin in float32 (torch's)."""
-    import torch
-
-    theta = 1.0 / (float(base) ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim))
-    angles = torch.arange(max_position, dtype=torch.float32)[:, None] * theta[None, :]
-    return np.concatenate((angles.cos().numpy(), angles.sin().numpy()), axis=-1)
-
-
 def cos_sin_cache(rotary_dim: int, max_position: int, base: float) -> Array:
     """The exact table rounded to float32 once: what the rope-cos-sin-cache gate compares vLLM's float32 table with."""
     return cos_sin_table(rotary_dim, max_position, base).astype(np.float32)
@@ -87,11 +79,20 @@ def _rotated(x: Array, cos: Array, sin: Array, head_size: int, rotary_dim: int, 
     return out.reshape(x.shape)
 
 
-def rope_forward(positions: Array, query: Array, key: Array | None, *, head_size: int, rotary_dim: int,
-                 max_position: int, base: float, neox: bool) -> tuple[Array, Array | None]:
-    """query and key rotated by the float32 table's rows at ``positions``, cast to the query's dtype (NR-3.1..NR-3.5)."""
-    table = float32_table(rotary_dim, max_position, base).astype(query.dtype)
+def rotate_by_table(table: Array, positions: Array, query: Array, key: Array | None, *, head_size: int,
+                    rotary_dim: int, neox: bool) -> tuple[Array, Array | None]:
+    """query and key rotated by the rows of ``table`` ([max_position, rotary_dim]: cos, then sin) at ``positions``,
+    the table cast to the query's dtype, each product and sum rounded to it (NR-3.1..NR-3.5)."""
+    table = table.astype(query.dtype)
     rows = table[np.asarray(positions).reshape(-1)]
     cos, sin = rows[:, : rotary_dim // 2], rows[:, rotary_dim // 2:]
     return (_rotated(query, cos, sin, head_size, rotary_dim, neox),
             None if key is None else _rotated(key, cos, sin, head_size, rotary_dim, neox))
+
+
+def rope_forward(positions: Array, query: Array, key: Array | None, *, head_size: int, rotary_dim: int,
+                 max_position: int, base: float, neox: bool) -> tuple[Array, Array | None]:
+    """rotate_by_table on the exact table rounded to float32 once (not vLLM's float32 arithmetic, whose pow is the
+    platform's: the gate's NMSE bound covers the difference)."""
+    return rotate_by_table(cos_sin_cache(rotary_dim, max_position, base), positions, query, key, head_size=head_size,
+                           rotary_dim=rotary_dim, neox=neox)
