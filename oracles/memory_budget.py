@@ -215,10 +215,20 @@ def pool_num_blocks(baseline: Mapping[str, object], before_profile: Mapping[str,
     return blocks
 
 
+def _check_batch(max_num_batched_tokens: int | None) -> None:
+    """A scheduled batch holds at least one token; a full-attention layer keeps a block for every token of the
+    request whatever the batch (MEM-2.9), so the batch never enters the fit counts below."""
+    if max_num_batched_tokens is not None and (isinstance(max_num_batched_tokens, bool)
+                                               or not isinstance(max_num_batched_tokens, int)
+                                               or max_num_batched_tokens < 1):
+        raise ValueError(f"max_num_batched_tokens must be an int >= 1, got {max_num_batched_tokens!r}")
+
+
 def longest_fitting_len(num_layers: int, block_size: int, num_kv_heads: int, head_size: int, dtype: str,
-                        available_memory: int, max_model_len: int) -> int:
+                        available_memory: int, max_model_len: int, max_num_batched_tokens: int | None = None) -> int:
     """Longest request (at most max_model_len) whose whole blocks in every layer fit; 0 if none does
     (estimate_max_model_len of vllm/v1/core/kv_cache_utils.py): the tokens of the blocks one request can take."""
+    _check_batch(max_num_batched_tokens)
     per_block = _per_block(num_layers, block_size, num_kv_heads, head_size, dtype)
     blocks = _whole_blocks(max(available_memory, 0), per_block)
     return min(blocks * block_size, max_model_len)
@@ -242,9 +252,10 @@ NULL_BLOCKS = 1  # blocks of the pool BlockPool keeps for itself (its null block
 
 
 def refuse_if_too_small(num_layers: int, block_size: int, num_kv_heads: int, head_size: int, dtype: str,
-                        available_memory: int, max_model_len: int) -> None:
+                        available_memory: int, max_model_len: int, max_num_batched_tokens: int | None = None) -> None:
     """ValueError unless the budget's whole pool blocks hold the null block and every block of one max_model_len
     request (MEM-3.6; check_enough_kv_cache_memory of vllm/v1/core/kv_cache_planning.py, 0.33.0)."""
+    _check_batch(max_num_batched_tokens)
     per_block = _per_block(num_layers, block_size, num_kv_heads, head_size, dtype)
     if per_block <= 0:
         raise ZeroDivisionError(f"cannot fit blocks of {per_block} bytes")

@@ -6,6 +6,7 @@
   refusal of the TP size (``verify_with_parallel_config``) as a ``ValueError`` with its message. Only models vLLM
   puts in one KV cache group with even KV-head shards are this gate's: the others are declared deviations, and
   reaching one here is an ``AssertionError`` naming it.
+- ``model_kv_layers``: the agreeing gate ``model-kv-layers:upstream``, each layer's name and spec class.
 - ``hybrid_bytes_as_declared``: the checking view of ``hybrid-summed-bytes-per-block`` (spec/deviations.yaml).
 - ``uneven_kv_shards_as_declared``: the checking view of ``model-uneven-kv-shards-refused``.
 - ``float32_checkpoint_as_declared``: the checking view of ``model-dtype-is-checkpoint``.
@@ -87,6 +88,15 @@ def model_bytes_per_block(config: Mapping[str, Any], tensor_parallel_size: int =
         raise AssertionError(f"vLLM groups this model in {len(pool['groups'])} KV cache groups: the deviation "
                              f"{HYBRID} (model-geometry:hybrid-pool), not this gate's")
     return int(pool["pool_bytes_per_block"])
+
+
+def model_kv_layers(config: Mapping[str, Any], tensor_parallel_size: int = 1, block_size: int = 16,
+                    kv_cache_dtype: str = "auto") -> dict[str, str]:
+    """The agreeing gate ``model-kv-layers:upstream``: each KV layer of one rank by name (the decoder layer's module
+    path as vLLM's model files prefix it) with the class of the spec vLLM's layer builds for it, the layer's kind
+    being the config's ``layer_types`` as transformers fills it (upstream/model_geometry.py ``layer_specs``)."""
+    return {name: type(spec).__name__
+            for name, spec in _layers(config, tensor_parallel_size, block_size, kv_cache_dtype).specs.items()}
 
 
 def hybrid_bytes_as_declared(config: Mapping[str, Any], tensor_parallel_size: int = 1, block_size: int = 16,

@@ -1,7 +1,8 @@
 """Case inputs of the ROAD-V1-MEM M3 fit-check and length-estimate gates: a full-attention model made into specs.
 
 Input: num_layers, block_size, num_kv_heads, head_size, dtype (a torch dtype name), available_memory,
-max_model_len. The oracle takes these as they are; the impl gets one FullAttentionSpec per layer.
+max_model_len, optionally max_num_batched_tokens. The oracle takes these as they are; the impl gets one
+FullAttentionSpec per layer.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from vllm_gates import Call
 from impl.v1.kv_cache_interface import FullAttentionSpec
 
 FIELDS = {"num_layers", "block_size", "num_kv_heads", "head_size", "dtype", "available_memory", "max_model_len"}
+OPTIONAL_FIELDS = {"max_num_batched_tokens"}
 
 
 def layer_specs(data: Mapping[str, Any]) -> dict[str, FullAttentionSpec]:
@@ -24,8 +26,10 @@ def layer_specs(data: Mapping[str, Any]) -> dict[str, FullAttentionSpec]:
 
 
 def fit_call(data: Mapping[str, Any]) -> Call:
-    """impl side: (kv_cache_spec, available_memory, max_model_len)."""
-    if set(data) != FIELDS:
-        raise ValueError(f"fit case input must have exactly {sorted(FIELDS)}, got {sorted(data)}")
+    """impl side: (kv_cache_spec, available_memory, max_model_len[, max_num_batched_tokens])."""
+    if not FIELDS <= set(data) <= FIELDS | OPTIONAL_FIELDS:
+        raise ValueError(f"fit case input must have exactly {sorted(FIELDS)} and optionally "
+                         f"{sorted(OPTIONAL_FIELDS)}, got {sorted(data)}")
+    optional = {key: data[key] for key in OPTIONAL_FIELDS & set(data)}
     return Call(kwargs={"kv_cache_spec": layer_specs(data), "available_memory": data["available_memory"],
-                        "max_model_len": data["max_model_len"]})
+                        "max_model_len": data["max_model_len"], **optional})

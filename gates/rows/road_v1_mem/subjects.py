@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
+import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from impl.entrypoints.cli_args import add_sizing_arguments, engine_params_from_args
 from impl.entrypoints.model_loader import EngineParams, UtilizationNotAppliedWarning, resolve_num_blocks
@@ -90,23 +92,44 @@ def model_config(model: str | Mapping[str, Any]) -> dict[str, Any]:
     return dict(model)
 
 
-def model_bytes_per_block(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
-                          kv_cache_dtype: str = "auto") -> int:
-    """Bytes per KV block of one rank of a model, through the impl's probe."""
+def model_probe(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                kv_cache_dtype: str = "auto") -> Any:
+    """The impl's probe (KV layout) of one rank of a model."""
     from impl.entrypoints.model_geometry import ProbeRequest, probe_kv_cache_config
-    from impl.v1.kv_cache_interface import kv_bytes_per_block
 
     request = ProbeRequest(tensor_parallel_size=tensor_parallel_size, block_size=block_size,
                            kv_cache_dtype=kv_cache_dtype)
-    return kv_bytes_per_block(probe_kv_cache_config(model_config(model), request))
+    return probe_kv_cache_config(model_config(model), request)
 
 
-def kv_plan_summary(model: str, argv: list[str]) -> dict[str, Any]:
-    """What ``kv-plan --model-config <fixture> ARGV --json`` reports, less the free text."""
+def model_bytes_per_block(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                          kv_cache_dtype: str = "auto") -> int:
+    """Bytes per KV block of one rank of a model, through the impl's probe."""
+    return impl_kv_bytes_per_block(model_probe(model, tensor_parallel_size, block_size, kv_cache_dtype))
+
+
+def model_kv_layers(model: str | Mapping[str, Any], tensor_parallel_size: int, block_size: int,
+                    kv_cache_dtype: str = "auto") -> dict[str, str]:
+    """Each KV layer of one rank of a model, by name, with its spec's class (MEM-2.11: the layer types)."""
+    probe = model_probe(model, tensor_parallel_size, block_size, kv_cache_dtype)
+    return {name: type(group.kv_cache_spec).__name__ for group in probe.kv_cache_groups for name in group.layer_names}
+
+
+def kv_plan_summary(model: str | None = None, argv: Sequence[str] = (), config: Mapping[str, Any] | None = None
+                    ) -> dict[str, Any]:
+    """What ``kv-plan --model-config <fixture> ARGV --json`` reports, less the free text; ``config`` (instead of a
+    fixture stem) is written to a config.json of its own for kv-plan to read."""
     from impl.entrypoints import kv_plan
 
+    if (model is None) == (config is None):
+        raise ValueError(f"kv-plan-summary needs one of model and config, got model={model!r}, config={config!r}")
     parser = kv_plan.build_parser()
-    result = kv_plan.plan(parser.parse_args(["--model-config", str(FIXTURES / f"{model}.json"), *argv]))
+    with tempfile.TemporaryDirectory(prefix="gates-kv-plan-") as folder:
+        path = FIXTURES / f"{model}.json"
+        if config is not None:
+            path = Path(folder) / "config.json"
+            path.write_text(json.dumps(config), encoding="utf-8")
+        result = kv_plan.plan(parser.parse_args(["--model-config", str(path), *argv]))
     concurrency = result["max_concurrency"]
     return {"bytes_per_block": result["bytes_per_block"], "num_blocks": result["num_blocks"],
             "decided_by": result["decided_by"], "kv_cache_tokens": result["kv_cache_tokens"],

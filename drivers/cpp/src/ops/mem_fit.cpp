@@ -1,6 +1,8 @@
 // ROAD-V1-MEM M3 operations of the fit check: check-enough-kv-cache-memory (kv-fit-check) and
 // estimate-max-model-len. Input as gates/rows/road_v1_mem/build_fit.py fit_call: num_layers, block_size,
-// num_kv_heads, head_size, dtype, available_memory, max_model_len; one FullAttentionSpec per layer.
+// num_kv_heads, head_size, dtype, available_memory, max_model_len, optionally max_num_batched_tokens; one
+// FullAttentionSpec per layer.
+#include <optional>
 #include <set>
 
 #include "mem_common.h"
@@ -17,19 +19,23 @@ struct FitCall {
   vllm::v1::KVCacheSpecMap specs;
   int64_t available_memory = 0;
   int64_t max_model_len = 0;
+  std::optional<int64_t> max_num_batched_tokens;
 };
 
 FitCall BuildFitCall(const Value& data) {
   static const std::vector<std::string> fields = {"available_memory", "block_size", "dtype", "head_size",
                                                   "max_model_len", "num_kv_heads", "num_layers"};
-  bool exact = data.is_object() && data.size() == fields.size();
+  static const std::string optional_field = "max_num_batched_tokens";
+  const bool has_optional = data.is_object() && data.contains(optional_field);
+  bool exact = data.is_object() && data.size() == fields.size() + (has_optional ? 1 : 0);
   for (const std::string& f : fields) exact = exact && data.contains(f);
   if (!exact) {
     std::vector<std::string> got;
     if (data.is_object()) {
       for (auto it = data.begin(); it != data.end(); ++it) got.push_back(it.key());
     }
-    Refuse("fit case input must have exactly " + PySortedNames(fields) + ", got " + PySortedNames(got));
+    Refuse("fit case input must have exactly " + PySortedNames(fields) + " and optionally " +
+           PySortedNames({optional_field}) + ", got " + PySortedNames(got));
   }
   const Value& dtype = data["dtype"];
   if (!dtype.is_string() || vllm::v1::FindDType(dtype.get<std::string>()) == nullptr) {
@@ -55,18 +61,23 @@ FitCall BuildFitCall(const Value& data) {
   }
   if (!digits.empty()) Refuse("available_memory=" + digits + " does not fit in an int64_t");
   call.max_model_len = ReadInt("kv_cache_utils", "max_model_len", data["max_model_len"], 1);
+  if (has_optional) {
+    call.max_num_batched_tokens = ReadOptionalInt("kv_cache_utils", optional_field, data[optional_field], 1);
+  }
   return call;
 }
 
 GATES_MEM_OPERATION("check-enough-kv-cache-memory", [](const Value& input) -> Value {
   const FitCall call = BuildFitCall(input);
-  vllm::v1::check_enough_kv_cache_memory(call.specs, call.available_memory, call.max_model_len);
+  vllm::v1::check_enough_kv_cache_memory(call.specs, call.available_memory, call.max_model_len,
+                                          call.max_num_batched_tokens);
   return Value();
 });
 
 GATES_MEM_OPERATION("estimate-max-model-len", [](const Value& input) -> Value {
   const FitCall call = BuildFitCall(input);
-  return vllm::v1::estimate_max_model_len(call.specs, call.available_memory, call.max_model_len);
+  return vllm::v1::estimate_max_model_len(call.specs, call.available_memory, call.max_model_len,
+                                          call.max_num_batched_tokens);
 });
 
 }  // namespace

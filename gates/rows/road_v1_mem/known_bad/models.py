@@ -1,7 +1,7 @@
 """Known-bad model-geometry and kv-plan implementations for ROAD-V1-MEM M2 (each must be rejected)."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..subjects import kv_plan_summary, model_bytes_per_block, model_config
 
@@ -49,26 +49,29 @@ def mla_heads_not_divided(model: str | Mapping[str, Any], tensor_parallel_size: 
     return model_bytes_per_block(cfg, tensor_parallel_size, block_size, kv_cache_dtype)
 
 
-# --- kv_plan_summary(model, argv) ------------------------------------------------------------------------
+# --- kv_plan_summary(model=None, argv=(), config=None) ----------------------------------------------------
 
 
-def capacity_in_blocks(model: str, argv: list[str]) -> dict[str, Any]:
+def capacity_in_blocks(model: str | None = None, argv: Sequence[str] = (),
+                       config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """KV capacity reported in blocks where vLLM reports tokens."""
-    summary = kv_plan_summary(model, argv)
+    summary = kv_plan_summary(model, argv, config)
     return {**summary, "kv_cache_tokens": summary["num_blocks"]}
 
 
-def fallback_reported_as_utilization(model: str, argv: list[str]) -> dict[str, Any]:
+def fallback_reported_as_utilization(model: str | None = None, argv: Sequence[str] = (),
+                                     config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The 256-block fallback credited to --gpu-memory-utilization."""
-    summary = kv_plan_summary(model, argv)
+    summary = kv_plan_summary(model, argv, config)
     if summary["decided_by"] == "fallback":
         return {**summary, "decided_by": "gpu_memory_utilization"}
     return summary
 
 
-def vllm_section_as_port(model: str, argv: list[str]) -> dict[str, Any]:
+def vllm_section_as_port(model: str | None = None, argv: Sequence[str] = (),
+                         config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """vLLM's pool reported with the port's figures (blocks summed over groups), as if the two models agreed."""
-    summary = kv_plan_summary(model, argv)
+    summary = kv_plan_summary(model, argv, config)
     if not summary["vllm"]["computed"]:
         return summary
     port = {key: summary[key] for key in ("bytes_per_block", "num_blocks", "kv_cache_tokens", "max_concurrency")}
