@@ -152,14 +152,14 @@ def write_report(path: Path, meta: dict[str, Any], rows: list[RowReport]) -> Non
 def summary_lines(row: RowReport, seconds: float) -> list[str]:
     """The row's counts, score and throughput, then its kill matrix."""
     counts, score = row.counts(), row.score()
-    shown = "n/a" if score is None else f"{score:.0%}"
+    shown = "n/a" if score is None else f"{score:.1%}"  # one decimal: 89.8% must never read as 90%
     rate = f"{len(row.mutants) / seconds:.2f} mutants/s" if seconds > 0 else ""
     lines = [f"{row.row}: generated {len(row.mutants)}, killed {counts['killed']}, survived {counts['survived']}, "
              f"timed out {counts['timed_out']}, not covered {counts['not_covered']}, equivalent {counts['equivalent']}, "
              f"not compiling {counts['not_compiling']}"
              + (f", not run here {counts[NOT_RUN_HERE]} (no gate run here executed them; a gate that cannot run on "
                 f"this machine imports their file)" if counts[NOT_RUN_HERE] else "") + f"; score {shown}"
-             + (f" ({row.score_with_not_run_here():.0%} counting those not run here as survivors)"
+             + (f" ({row.score_with_not_run_here():.1%} counting those not run here as survivors)"
                 if counts[NOT_RUN_HERE] else "") + f"; {seconds:.1f} s, {rate}"
              + (f"; {row.unjudged} not judged (--budget spent)" if row.unjudged else "")]
     ran = {gate for mutant in row.mutants for gate in mutant.get("gates_run") or []}
