@@ -318,7 +318,7 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
     chosen = _sample(found, options.max_mutants, options.seed)
     folder = _row_folder(config, gate_file)
     report = RowReport(row, sources_fingerprint(config.root, files), _gates_fingerprint(folder),
-                       [g.id for g in gate_file.gates], files=list(files))
+                       [g.id for g in gate_file.gates], files=list(files), population=len(found))
     save(report)
     declared = load_equivalents(folder / EQUIVALENTS_FILE)
     every = found if changed is None else _generate(config, row, files, None, cpp_mutants if external else mutants)

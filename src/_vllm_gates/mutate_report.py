@@ -106,6 +106,7 @@ class RowReport:
     stale_equivalents: list[dict[str, str]] = field(default_factory=list)
     unmutated_failures: dict[str, list[str]] = field(default_factory=dict)  # gate -> items failing with no mutant
     unjudged: int = 0  # mutants drawn but not judged: the --budget for building them was spent
+    population: int = 0  # the mutants the files give, before --max-mutants draws from them (0: not recorded)
 
     def counts(self) -> dict[str, int]:
         return {status: sum(1 for m in self.mutants if m["status"] == status) for status in STATUSES}
@@ -124,6 +125,17 @@ class RowReport:
         base = len(self.mutants) - counts["equivalent"] - counts["not_compiling"]
         return counts["killed"] / base if base else None
 
+    def standard_error(self) -> float | None:
+        """One standard error of the score as an estimate of the whole population's, when the mutants are a draw
+        from it (sqrt(p(1-p)/n), finite-population corrected); None when every mutant was judged or none scored."""
+        score = self.score()
+        counts = self.counts()
+        judged = len(self.mutants) - counts["equivalent"] - counts["not_compiling"] - counts[NOT_RUN_HERE]
+        if score is None or not self.population or len(self.mutants) >= self.population or judged < 2:
+            return None
+        correction = (self.population - len(self.mutants)) / (self.population - 1)
+        return (score * (1 - score) / judged * correction) ** 0.5
+
     def kill_matrix(self) -> list[dict[str, Any]]:
         """Per gate: the mutants it killed, those no other gate killed, and whether it kills nothing unique."""
         rows = []
@@ -137,7 +149,9 @@ class RowReport:
         counts = self.counts()
         return {"row": self.row, "files": self.files, "sources_fingerprint": self.sources_fingerprint,
                 "gates_fingerprint": self.gates_fingerprint, "generated": len(self.mutants),
-                **counts, "score": self.score(), "score_counting_not_run_here": self.score_with_not_run_here(),
+                "population": self.population, **counts, "score": self.score(),
+                "score_standard_error": self.standard_error(),
+                "score_counting_not_run_here": self.score_with_not_run_here(),
                 "gates": self.kill_matrix(), "mutants": self.mutants,
                 "known_bads": self.known_bads, "stale_equivalents": self.stale_equivalents,
                 "unmutated_failures": self.unmutated_failures, "unjudged": self.unjudged}
@@ -153,6 +167,9 @@ def summary_lines(row: RowReport, seconds: float) -> list[str]:
     """The row's counts, score and throughput, then its kill matrix."""
     counts, score = row.counts(), row.score()
     shown = "n/a" if score is None else f"{score:.1%}"  # one decimal: 89.8% must never read as 90%
+    error = row.standard_error()
+    if error is not None:
+        shown += f" ± {error:.1%} (one standard error: {len(row.mutants)} drawn of {row.population})"
     rate = f"{len(row.mutants) / seconds:.2f} mutants/s" if seconds > 0 else ""
     lines = [f"{row.row}: generated {len(row.mutants)}, killed {counts['killed']}, survived {counts['survived']}, "
              f"timed out {counts['timed_out']}, not covered {counts['not_covered']}, equivalent {counts['equivalent']}, "
