@@ -27,15 +27,6 @@ FLOAT32_BYTES = 4
 """Bytes of one fp32 scale (``torch.float32.itemsize``)."""
 
 
-def __getattr__(name: str) -> object:
-    """``kv_cache_interface.torch`` (this module imported torch before issue 14) is imported on first use."""
-    if name == "torch":
-        import torch
-
-        return torch
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def check_dtype(owner: str, name: str, value: object) -> None:
     """Refuse ``value`` unless it is a ``torch.dtype`` (or its torch-free stand-in ``PlainDType``)."""
     if not is_dtype(value):

@@ -5,6 +5,7 @@ import gc
 import math
 
 import pytest
+import torch
 
 from gates.rows.capi_abi.build import DEFAULT_PROBE, probe_config, struct_of
 from impl.capi import (InvalidArgument, ModelParams, VllmStatus, engine_load, engine_params_from_c,
@@ -82,7 +83,7 @@ def test_load_statuses():
 
 def test_budget_for_a_model_without_attention_kv_is_a_model_load_error():
     """The arguments are valid; the model cannot be sized by bytes (the port's runtime_error -> MODEL_LOAD)."""
-    mamba = kv.MambaSpec(block_size=16, shapes=((4, 8),), dtypes=(kv.torch.float16,))
+    mamba = kv.MambaSpec(block_size=16, shapes=((4, 8),), dtypes=(torch.float16,))
     probe = kv.KVCacheConfig(num_blocks=0, kv_cache_tensors=(), kv_cache_groups=(kv.KVCacheGroupSpec(("m0",), mamba),))
     result = engine_load(struct_of({"kv_cache_memory_bytes": 2**20}), probe)
     assert result.status is VllmStatus.VLLM_ERR_MODEL_LOAD
