@@ -229,12 +229,17 @@ def model_dtype(cfg: Mapping[str, Any]) -> torch.dtype:
     return dtype_like(run_dtype_name(cfg), None)
 
 
+LENGTH_ALREADY_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+"""RoPE types whose config keeps max_position_embeddings already scaled: vLLM 0.33.0 applies no factor to the length
+(vllm/config/model.py _get_and_verify_max_len; yarn's original_max_position_embeddings is not read there)."""
+
+
 def derived_max_model_len(cfg: Mapping[str, Any]) -> tuple[str, float] | None:
     """vLLM's longest sequence for a config: the least of its length keys, model_max_length first, scaled by RoPE.
 
-    Mirrors ``_get_and_verify_max_len`` (vllm/config/model.py): a ``rope_scaling`` whose type is not su,
-    longrope or llama3 multiplies the length by its factor (yarn: from original_max_position_embeddings);
-    Gemma-3 lengths are already scaled. None when the config has none of ``MAX_LENGTH_KEYS``.
+    Mirrors ``_get_and_verify_max_len`` (vllm/config/model.py): a ``rope_scaling`` whose type is not one of
+    ``LENGTH_ALREADY_SCALED`` multiplies the length by its factor; Gemma-3 lengths are already scaled. None when the
+    config has none of ``MAX_LENGTH_KEYS``.
     """
     found = [(key, cfg[key]) for key in MAX_LENGTH_KEYS if cfg.get(key) is not None]
     if not found:
@@ -245,9 +250,7 @@ def derived_max_model_len(cfg: Mapping[str, Any]) -> tuple[str, float] | None:
     rope = cfg.get("rope_scaling")
     if isinstance(rope, Mapping) and "gemma3" not in str(cfg.get("model_type", "")):
         kind = rope.get("rope_type", rope.get("type"))
-        if kind not in ("su", "longrope", "llama3"):
-            if kind == "yarn":
-                length = rope["original_max_position_embeddings"]
+        if kind not in LENGTH_ALREADY_SCALED:
             length *= rope.get("factor", 1.0)
     return key, length
 

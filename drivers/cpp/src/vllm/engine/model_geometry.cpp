@@ -278,13 +278,11 @@ std::optional<ModelLength> DerivedMaxModelLen(const Json& cfg) {
   if (rope != nullptr && rope->is_object() && ModelType(cfg).find("gemma3") == std::string::npos) {
     const Json* kind = rope->contains("rope_type") ? &(*rope)["rope_type"] : rope->contains("type") ? &(*rope)["type"] : nullptr;
     const std::string kind_name = kind != nullptr && kind->is_string() ? kind->get<std::string>() : "";
+    // vLLM 0.33.0 applies no factor where max_position_embeddings is kept already scaled (_get_and_verify_max_len).
     const bool kept = kind != nullptr && kind->is_string() &&
-                      (kind_name == "su" || kind_name == "longrope" || kind_name == "llama3");
+                      (kind_name == "su" || kind_name == "longrope" || kind_name == "llama3" || kind_name == "yarn" ||
+                       kind_name == "deepseek_yarn" || kind_name == "deepseek_llama_scaling");
     if (!kept) {
-      if (kind_name == "yarn") {
-        const std::string key = best->key;
-        best = length_of(key, rope->at("original_max_position_embeddings"));
-      }
       if (rope->contains("factor")) {
         const Json& factor = (*rope)["factor"];
         int64_t f = 0;
