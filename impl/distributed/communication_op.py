@@ -20,7 +20,7 @@ def all_reduce(tensor: torch.Tensor) -> torch.Tensor:
     return reduced
 
 
-def all_gather(tensor: torch.Tensor, dim: int = -1) -> torch.Tensor:
+def all_gather(tensor: torch.Tensor, dim: int) -> torch.Tensor:
     """Every rank's ``tensor`` concatenated along ``dim`` in rank order (TP-5.1, TP-5.4); ``tensor`` itself at tp 1."""
     size = world_size()
     if size == 1:

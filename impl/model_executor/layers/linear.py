@@ -33,7 +33,8 @@ class ColumnParallelLinear:
     @classmethod
     def shard(cls, weight: torch.Tensor, bias: torch.Tensor | None, rank: int, tp: int,
               gather_output: bool = False) -> "ColumnParallelLinear":
-        rows = rank_rows(weight.shape[0], tp, rank, f"out={weight.shape[0]}")
+        out = weight.shape[0]
+        rows = rank_rows(out, tp, rank, f"out={out}")
         return cls(weight[rows], None if bias is None else bias[rows], gather_output)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -53,7 +54,8 @@ class RowParallelLinear:
 
     @classmethod
     def shard(cls, weight: torch.Tensor, bias: torch.Tensor | None, rank: int, tp: int) -> "RowParallelLinear":
-        columns = rank_rows(weight.shape[1], tp, rank, f"in={weight.shape[1]}")
+        columns_in = weight.shape[1]
+        columns = rank_rows(columns_in, tp, rank, f"in={columns_in}")
         return cls(weight[:, columns], bias if rank == 0 else None, columns)
 
     def forward(self, x_parallel: torch.Tensor) -> torch.Tensor:
@@ -102,7 +104,8 @@ class MergedColumnParallelLinear:
 
     @classmethod
     def shard(cls, gate_weight: torch.Tensor, up_weight: torch.Tensor, rank: int, tp: int) -> "MergedColumnParallelLinear":
-        rows = rank_rows(gate_weight.shape[0], tp, rank, f"ffn={gate_weight.shape[0]}")
+        ffn = gate_weight.shape[0]
+        rows = rank_rows(ffn, tp, rank, f"ffn={ffn}")
         return cls(torch.cat([gate_weight[rows], up_weight[rows]]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -113,7 +113,7 @@ def column_rank(rank: int, tp: int, p: Payload) -> torch.Tensor:
     return ColumnParallelLinear.shard(p["weight"], p["bias"], rank, tp, p["gather_output"]).forward(p["x"])
 
 
-def tp_column_linear(x: Any, weight: Any, bias: Any, tp: Any, gather_output: Any = False) -> list[torch.Tensor]:
+def tp_column_linear(x: Any, weight: Any, bias: Any, tp: Any, gather_output: Any) -> list[torch.Tensor]:
     """tp-column-linear: each rank's output columns [tokens, out/tp], or with gather_output the gathered [tokens, out]."""
     return _run(tp, column_rank, column_payload(x, weight, bias, tp, gather_output))
 

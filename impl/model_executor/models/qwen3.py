@@ -200,7 +200,7 @@ def run_greedy(config: Mapping[str, Any], weights: Mapping[str, Any], prompt: An
     0's {tokens, logits} once all agree."""
     from impl.distributed.gloo_world import run_on_ranks
 
-    checked, full, ids, count, tp = checked_inputs(config, weights, prompt, steps, tp, dtypes=(torch.float32,))
+    checked, full, ids, count, tp = checked_inputs(config, weights, prompt, steps, tp)
     tokens, logits = _agreed(run_on_ranks(tp, rank_fn, GreedyRun(checked, full, ids, count), timeout_s=CALL_TIMEOUT_S))
     return {"tokens": tokens, "logits": logits}
 
@@ -219,7 +219,7 @@ def greedy_on_device(config: Mapping[str, Any], weights: Mapping[str, Any], prom
     targets = {"bfloat16": torch.bfloat16, "float32": torch.float32}
     if dtype not in targets:
         raise ValueError(f"dtype must be one of {', '.join(targets)}, got {dtype!r}")
-    checked, full, ids, count, _ = checked_inputs(config, weights, prompt, steps, 1, dtypes=(torch.float32,))
+    checked, full, ids, count, _ = checked_inputs(config, weights, prompt, steps, 1)
     if not torch.cuda.is_available():
         raise RuntimeError(f"model-greedy-on-device needs a CUDA device; torch {torch.__version__} sees none")
     device = torch.device("cuda", torch.cuda.current_device())

@@ -97,9 +97,9 @@ def _tensor(where: str, value: Any) -> torch.Tensor:
     raise TypeError(f"{where} must be a tensor, got {type(value).__name__}")
 
 
-def checked_weights(config: ModelConfig, weights: Any, dtypes: tuple[torch.dtype, ...]) -> dict[str, torch.Tensor]:
-    """The weights as torch tensors once every expected name is there with its shape and all share one of
-    ``dtypes``; an unknown or missing name, a wrong shape (both shapes) or dtype is refused, named."""
+def checked_weights(config: ModelConfig, weights: Any) -> dict[str, torch.Tensor]:
+    """The weights as float32 torch tensors once every expected name is there with its shape and dtype (TP-5.5:
+    float32 only); an unknown or missing name, a wrong shape (both shapes) or dtype is refused, named."""
     if not isinstance(weights, Mapping):
         raise TypeError(f"weights must be a mapping of HF tensor names to tensors, got {type(weights).__name__}")
     shapes = config.weight_shapes()
@@ -111,16 +111,12 @@ def checked_weights(config: ModelConfig, weights: Any, dtypes: tuple[torch.dtype
     if missing:
         raise ValueError(f"weights is missing {missing[0]!r} (shape {list(shapes[missing[0]])})")
     checked = {name: _tensor(f"weights[{name!r}]", weights[name]) for name in shapes}
-    first = next(iter(checked))
     for name, tensor in checked.items():
         if tuple(tensor.shape) != shapes[name]:
             raise ValueError(f"weights[{name!r}] has shape {list(tensor.shape)}, expected {list(shapes[name])}")
-        if tensor.dtype not in dtypes:
+        if tensor.dtype != torch.float32:
             raise ValueError(f"weights[{name!r}] has dtype {str(tensor.dtype).removeprefix('torch.')}; accepted: "
-                             f"{', '.join(str(d).removeprefix('torch.') for d in dtypes)}")
-        if tensor.dtype != checked[first].dtype:
-            raise ValueError(f"weights[{name!r}] has dtype {str(tensor.dtype).removeprefix('torch.')}, "
-                             f"weights[{first!r}] {str(checked[first].dtype).removeprefix('torch.')}: one dtype for all")
+                             f"float32")
     return checked
 
 
@@ -144,12 +140,12 @@ def checked_prompt(config: ModelConfig, prompt: Any, steps: Any) -> tuple[torch.
     return ids, count
 
 
-def checked_inputs(config: Any, weights: Any, prompt: Any, steps: Any, tp: Any,
-                   dtypes: tuple[torch.dtype, ...]) -> tuple[ModelConfig, dict[str, torch.Tensor], torch.Tensor, int, int]:
+def checked_inputs(config: Any, weights: Any, prompt: Any, steps: Any,
+                   tp: Any) -> tuple[ModelConfig, dict[str, torch.Tensor], torch.Tensor, int, int]:
     """(config, weights, prompt, steps, tp) of one call, checked in that order, tp last: in [1, MAX_TP] and a
     geometry the shard plan cuts (TP-4.8)."""
     checked = ModelConfig.from_mapping(config)
-    full = checked_weights(checked, weights, dtypes)
+    full = checked_weights(checked, weights)
     ids, count = checked_prompt(checked, prompt, steps)
     check_positive_int("tp", tp)
     if tp > MAX_TP:
