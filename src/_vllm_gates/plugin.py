@@ -539,6 +539,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             signal.signal(signal.SIGINT, run.previous_sigint)
 
 
+def inside_gc_callback(frame: Any) -> bool:
+    """Whether ``frame`` (a signal handler's) runs inside a garbage-collection callback (Hypothesis registers one):
+    a KeyboardInterrupt raised there is printed by Python as an ignored exception with its traceback, and lost."""
+    import gc
+
+    codes = set()
+    for callback in gc.callbacks:
+        function = getattr(callback, "__func__", callback)
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            codes.add(code)
+    while frame is not None and codes:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _deliver_again(signum: int) -> None:
+    """The signal sent again in a moment, once the garbage collector's callback has returned."""
+    import os
+    import threading
+
+    timer = threading.Timer(0.02, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()
+
+
 def _stop_on_sigterm(run: GateRun) -> None:
     """SIGTERM stops the run as Ctrl-C does, so the reports still say what ran (and that it was interrupted)."""
     import signal
@@ -549,12 +577,18 @@ def _stop_on_sigterm(run: GateRun) -> None:
 
     def stop(signum: int, frame: Any) -> None:
         run.interrupted = "SIGTERM"
+        if inside_gc_callback(frame):
+            _deliver_again(signum)
+            return
         raise KeyboardInterrupt("SIGTERM")
 
     def interrupt(signum: int, frame: Any) -> None:
-        # noted before it is raised: code that swallows the KeyboardInterrupt (a gc callback reports it as
-        # "unraisable") cannot turn an interrupted run into a green one; the next item stops the run again
+        # noted before it is raised: code that swallows the KeyboardInterrupt cannot turn an interrupted run into a
+        # green one; the next item stops the run again
         run.interrupted = run.interrupted or "SIGINT"
+        if inside_gc_callback(frame):
+            _deliver_again(signum)
+            return
         raise KeyboardInterrupt("SIGINT")
 
     run.previous_sigterm = signal.signal(signal.SIGTERM, stop)

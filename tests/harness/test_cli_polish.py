@@ -391,3 +391,26 @@ def test_ctrl_c_in_gates_run_stops_it_without_a_traceback(tmp_path):
     assert process.returncode == 130, out
     assert "Traceback" not in out, out
     assert json.loads((project / "out.json").read_text(encoding="utf-8"))["interrupted"] == "SIGINT"
+
+
+def test_a_signal_inside_a_gc_callback_is_told_apart_so_it_is_sent_again_not_raised_there():
+    """Ctrl-C landing in a garbage-collection callback (Hypothesis registers one) must not be raised there: Python
+    prints it as an ignored exception with a traceback and drops it; the handler sends the signal again instead."""
+    import gc
+    import sys
+
+    from _vllm_gates.plugin import inside_gc_callback
+
+    seen: list[bool] = []
+
+    def callback(phase: str, info: dict) -> None:
+        if phase == "start":
+            seen.append(inside_gc_callback(sys._getframe()))
+
+    gc.callbacks.append(callback)
+    try:
+        gc.collect()
+    finally:
+        gc.callbacks.remove(callback)
+    assert seen and all(seen)
+    assert not inside_gc_callback(sys._getframe())
