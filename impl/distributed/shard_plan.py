@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from impl.v1.field_checks import check_fields, check_int
+
 VOCAB_PADDING = 64
 """vLLM's DEFAULT_VOCAB_PADDING_SIZE (vllm/model_executor/layers/vocab_parallel_embedding.py), TP-4.5."""
 
@@ -13,14 +15,6 @@ GEOMETRY_FIELDS = ("hidden", "num_heads", "num_kv_heads", "head_dim", "ffn", "vo
 
 Span = tuple[int, int]
 """A half-open range [start, end) of rows or columns of an unsharded checkpoint tensor."""
-
-
-def _check_positive_int(name: str, value: Any) -> None:
-    """TypeError or ValueError naming ``name`` unless ``value`` is an int >= 1 (not a bool) (TP-4.8)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int >= 1, got {value!r} ({type(value).__name__})")
-    if value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value}")
 
 
 @dataclass(frozen=True)
@@ -37,7 +31,7 @@ class ModelGeometry:
 
     def __post_init__(self) -> None:
         for name in GEOMETRY_FIELDS:
-            _check_positive_int(f"geometry.{name}", getattr(self, name))
+            check_int("geometry", name, getattr(self, name), minimum=1)
         if not isinstance(self.tie_word_embeddings, bool):
             raise TypeError(f"geometry.tie_word_embeddings must be a bool, got {self.tie_word_embeddings!r} "
                             f"({type(self.tie_word_embeddings).__name__})")
@@ -48,13 +42,7 @@ class ModelGeometry:
         if not isinstance(fields, Mapping):
             raise TypeError(f"geometry must be a mapping of {', '.join(GEOMETRY_FIELDS)}, tie_word_embeddings; "
                             f"got {fields!r} ({type(fields).__name__})")
-        known = (*GEOMETRY_FIELDS, "tie_word_embeddings")
-        unknown = [name for name in fields if name not in known]
-        if unknown:
-            raise ValueError(f"geometry has an unknown field {unknown[0]!r}; fields: {', '.join(known)}")
-        missing = [name for name in GEOMETRY_FIELDS if name not in fields]
-        if missing:
-            raise ValueError(f"geometry.{missing[0]} is missing; fields: {', '.join(known)}")
+        check_fields("geometry", fields, (*GEOMETRY_FIELDS, "tie_word_embeddings"), GEOMETRY_FIELDS)
         return cls(**fields)
 
 
@@ -180,7 +168,7 @@ def _rank_shards(geometry: ModelGeometry, tp: int, rank: int, plan: ShardPlan) -
 def shard_plan(geometry: ModelGeometry, tp: int) -> ShardPlan:
     """Every rank's shards of ``geometry`` at ``tp`` ranks (TP-4.7); ValueError for a geometry vLLM cannot shard,
     naming the numbers (TP-4.8)."""
-    _check_positive_int("tp", tp)
+    check_int("", "tp", tp, minimum=1)
     heads = divide(geometry.num_heads, tp, f"num_heads={geometry.num_heads}")
     kv_heads, replicas = kv_layout(geometry.num_heads, geometry.num_kv_heads, tp)
     divide(geometry.ffn, tp, f"ffn={geometry.ffn}")

@@ -10,12 +10,25 @@ from typing import Any
 
 
 def check_int(owner: str, name: str, value: Any, *, minimum: int) -> int:
-    """Return ``value`` if it is an int (not a bool) ``>= minimum``; raise naming the field otherwise."""
+    """Return ``value`` if it is an int (not a bool) ``>= minimum``; raise naming the field (``owner.name``, or
+    ``name`` alone for an empty owner) otherwise."""
+    field = f"{owner}.{name}" if owner else name
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{owner}.{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
+        raise TypeError(f"{field} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
     if value < minimum:
-        raise ValueError(f"{owner}.{name} must be an int >= {minimum}, got {value!r}")
+        raise ValueError(f"{field} must be an int >= {minimum}, got {value!r}")
     return value
+
+
+def check_fields(owner: str, given: Any, known: tuple[str, ...], required: tuple[str, ...]) -> None:
+    """Refuse a mapping ``given`` with a field outside ``known`` or without one of ``required``, naming the first
+    (``owner has an unknown field 'x'; fields: ...``, ``owner.y is missing; fields: ...``)."""
+    unknown = [name for name in given if name not in known]
+    if unknown:
+        raise ValueError(f"{owner} has an unknown field {unknown[0]!r}; fields: {', '.join(known)}")
+    missing = [name for name in required if name not in given]
+    if missing:
+        raise ValueError(f"{owner}.{missing[0]} is missing; fields: {', '.join(known)}")
 
 
 def check_optional_int(owner: str, name: str, value: Any, *, minimum: int) -> None:

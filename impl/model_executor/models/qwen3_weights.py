@@ -12,7 +12,7 @@ import torch
 
 from impl.distributed.gloo_world import MAX_TP
 from impl.distributed.shard_plan import GEOMETRY_FIELDS, ModelGeometry, shard_plan
-from impl.distributed.shard_plan import _check_positive_int as check_positive_int
+from impl.v1.field_checks import check_fields, check_int
 
 INT_FIELDS = ("layers", "hidden", "num_heads", "num_kv_heads", "head_dim", "ffn", "vocab", "max_position")
 FIELDS = (*INT_FIELDS, "tie_word_embeddings", "rms_norm_eps", "rope_theta")
@@ -42,14 +42,9 @@ class ModelConfig:
         """The config of a mapping; an unknown or missing field, or a value of the wrong kind, named."""
         if not isinstance(config, Mapping):
             raise TypeError(f"config must be a mapping of {', '.join(FIELDS)}; got {type(config).__name__}")
-        unknown = [name for name in config if name not in FIELDS]
-        if unknown:
-            raise ValueError(f"config has an unknown field {unknown[0]!r}; fields: {', '.join(FIELDS)}")
-        missing = [name for name in FIELDS if name not in config]
-        if missing:
-            raise ValueError(f"config.{missing[0]} is missing; fields: {', '.join(FIELDS)}")
+        check_fields("config", config, FIELDS, FIELDS)
         for name in INT_FIELDS:
-            check_positive_int(f"config.{name}", config[name])
+            check_int("config", name, config[name], minimum=1)
         if config["head_dim"] % 2:
             raise ValueError(f"config.head_dim={config['head_dim']} must be even (neox RoPE rotates pairs)")
         tied = config["tie_word_embeddings"]
@@ -131,7 +126,7 @@ def checked_prompt(config: ModelConfig, prompt: Any, steps: Any) -> tuple[torch.
     if outside.numel():
         at = int(outside[0, 0])
         raise ValueError(f"prompt[{at}] = {int(ids[at])} is outside [0, vocab={config.geometry.vocab})")
-    check_positive_int("steps", steps)
+    check_int("", "steps", steps, minimum=1)
     count = int(steps)
     last = ids.shape[0] + count - 2
     if last >= config.max_position:
@@ -147,7 +142,7 @@ def checked_inputs(config: Any, weights: Any, prompt: Any, steps: Any,
     checked = ModelConfig.from_mapping(config)
     full = checked_weights(checked, weights)
     ids, count = checked_prompt(checked, prompt, steps)
-    check_positive_int("tp", tp)
+    check_int("", "tp", tp, minimum=1)
     if tp > MAX_TP:
         raise ValueError(f"tp={tp} is more than the {MAX_TP} ranks a gloo world here may have")
     shard_plan(checked.geometry, tp)
