@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from _vllm_gates.channel import MAX_BUFFER_BYTES, orjson_parses
+from _vllm_gates.channel import MAX_BUFFER_BYTES, ProtocolError, orjson_parses
 from _vllm_gates.compare import WrongEverywhere, strict_equal
 from _vllm_gates.errors import DefinitionError, GatesError, Problem
 from _vllm_gates.facts import facts_of_pattern, missing_facts
@@ -19,8 +19,8 @@ from _vllm_gates.outcomes import NotImplementedBy
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import is_plain, render_value
 from _vllm_gates.value_agreement import AGREE, DISAGREE, Agreement, NothingCompared, ToleranceUsage, under_policy
-from _vllm_gates.worker_pool import (AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, ReplyContent, WorkerEnded, WorkerLost,
-                                     WorkerPool)
+from _vllm_gates.worker_pool import (AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, ReplyContent, WorkerBroke, WorkerEnded,
+                                     WorkerLost, WorkerPool)
 
 CRASH_RESTARTS = 100  # properties: at most this many worker restarts for the judged impl's crashes while shrinking
 
@@ -118,8 +118,9 @@ class Subject:
         return self.outcome_of(raw)
 
     def lost(self, lost: WorkerLost) -> Exception:
-        """A lost worker as the item reports it: the judged implementation's crash or hang while answering is its
-        result for that input (ImplEnded, issue 26); any other loss, and any other role's, is the gate's ERROR."""
+        """A lost worker as the item reports it: the judged implementation's crash, hang or broken reply while
+        answering is its result for that input (ImplEnded, issue 26; docs/worker-protocol.md §9); any other loss, and
+        any other role's (an oracle's, a known-bad's: the gate's own code), is the gate's ERROR."""
         if self.judged and isinstance(lost, WorkerEnded):
             return ImplEnded(self, lost)
         return GateBroken(f"{self.role} {self.shown}: {lost}")
@@ -135,22 +136,23 @@ class Subject:
             return like
         try:
             reply = self.pool.parse(self.worker, raw)
-        except WorkerLost as lost:
-            raise GateBroken(f"{self.role} {self.shown}: {lost}") from None
-        if "error" in reply and not raw.buffers:
-            return self._failed(reply["error"])
+        except WorkerLost as lost:  # a frame or an id the protocol refuses: the worker was ended
+            raise self.lost(lost) from None
         try:
-            if "error" in reply:
-                raise ValueError(f"an error reply carries {len(raw.buffers)} buffers, which no $tensor uses")
-            return replace(_outcome_of(reply["result"], not raw.exact and orjson_parses(), raw.buffers,
-                                       self.pool.spec.max_buffer_bytes), digest=digest)
-        except Exception as exc:  # a reply the protocol does not allow: the worker is broken, not the impl wrong
+            error = _error_of(reply, raw.buffers)
+            if error is None:
+                return replace(_outcome_of(reply["result"], not raw.exact and orjson_parses(), raw.buffers,
+                                           self.pool.spec.max_buffer_bytes), digest=digest)
+        except ProtocolError as broken:  # what the worker sent breaks the protocol (§5, §7): its own doing
+            raise self.lost(self.pool.reply_broken(self.worker, str(broken))) from None
+        except Exception as exc:  # the judge's own reading failed (numpy or ml_dtypes missing, a bug): not the worker's
             self.pool.discard(self.worker)
-            raise GateBroken(f"{self.role} {self.shown}: the worker's reply breaks the protocol: "
-                             f"{type(exc).__name__}: {exc}") from None
+            raise GateBroken(f"{self.role} {self.shown}: the judge could not read the worker's reply: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        return self._failed(error)
 
     def _failed(self, error: Mapping[str, Any]) -> Outcome:
-        kind, text = error.get("kind"), str(error.get("message", ""))
+        kind, text = error["kind"], str(error.get("message", ""))
         if kind == "not-implemented" and self.operation is not None:
             raise NotImplementedByWorker(f"{self.role} {self.shown}: not implemented: {text}")
         if kind == "definition" and self.kinds is None:
@@ -188,8 +190,9 @@ class NotImplementedByWorker(GatesError):
 
 
 class ImplEnded(GatesError):
-    """The judged implementation's worker ended (an exit, a signal) or hung on one input: that input's result, a
-    FAIL naming the input, never the gate's ERROR (issue 26). ``oracle``: what the oracle answers there, if asked."""
+    """The judged implementation's worker ended (an exit, a signal), hung, or broke the protocol on one input: that
+    input's result, a FAIL naming the input, never the gate's ERROR (issue 26; docs/worker-protocol.md §9).
+    ``oracle``: what the oracle answers there, if asked."""
 
     def __init__(self, subject: Subject, ended: WorkerEnded, oracle: Outcome | None = None):
         super().__init__(str(ended))
@@ -197,34 +200,57 @@ class ImplEnded(GatesError):
 
     def mismatch(self, where: str, data: Any, expected: list[tuple[str, str]], shrunk: bool = False,
                  extra: list[tuple[str, str]] | None = None) -> Mismatch:
-        """The report of this crash on ``data``: what ended the worker, what was expected, what it printed last."""
+        """The report of this crash on ``data``: what ended the worker (for a broken reply, what it sent and the limit
+        that refused it), what was expected, what it printed last."""
         how = self.ended.how
-        lines = [("impl", f"no result: its worker {how}"), *expected]
+        if isinstance(self.ended, WorkerBroke):
+            headline = f"{self.subject.role} broke the worker protocol: its reply was refused and its worker ended"
+            lines = [("impl", "no result: its worker's reply broke the protocol"), ("sent", self.ended.sent), *expected]
+        else:
+            headline = f"impl {'hung' if self.ended.hung else 'crashed'}: its worker {how}"
+            lines = [("impl", f"no result: its worker {how}"), *expected]
         if self.oracle is not None:
             lines.append(("oracle", self.oracle.describe()))
         if self.subject.build is not None:
             lines.append(("note", f"the builder {self.subject.build.dotted} ran in the same worker, just before the impl"))
         lines += [*(extra or []), ("last output", self.ended.output or "(nothing)")]
-        return Mismatch(f"impl {'hung' if self.ended.hung else 'crashed'}: its worker {how}", where, data, lines, shrunk=shrunk)
+        return Mismatch(headline, where, data, lines, shrunk=shrunk)
 
 
-def _outcome_of(result: Mapping[str, Any], flat_checked: bool = False, buffers: Sequence[bytearray] = (),
+def _error_of(reply: Mapping[str, Any], buffers: Sequence[bytearray]) -> Mapping[str, Any] | None:
+    """A reply's `error` (an object with a text `kind`), or None when it carries a `result`; ProtocolError for a reply
+    of neither shape (docs/worker-protocol.md §5)."""
+    if "error" not in reply:
+        if "result" not in reply:
+            raise ProtocolError(f"a reply has `result` or `error`, got keys {sorted(map(str, reply))[:8]}")
+        return None
+    error = reply["error"]
+    if type(error) is not dict or type(error.get("kind")) is not str:
+        raise ProtocolError(f"an error is an object with a text `kind`, got {str(error)[:200]}")
+    if buffers:
+        raise ProtocolError(f"an error reply carries {len(buffers)} buffers, which no $tensor uses")
+    return error
+
+
+def _outcome_of(result: Any, flat_checked: bool = False, buffers: Sequence[bytearray] = (),
                 cap: int = MAX_BUFFER_BYTES) -> Outcome:
     """A call's result as the worker sent it: exactly one of a raised exception or an encoded value (its tensors
-    read-only numpy arrays over the frame's ``buffers``)."""
+    read-only numpy arrays over the frame's ``buffers``); ProtocolError for anything else (§5.2, §7)."""
     from _vllm_gates.plain import decode
 
+    if type(result) is not dict:
+        raise ProtocolError(f"a result is an object, got {str(result)[:200]}")
     if set(result) == {"raised"}:
         if buffers:
-            raise ValueError(f"a reply that raised carries {len(buffers)} buffers, which no $tensor uses")
+            raise ProtocolError(f"a reply that raised carries {len(buffers)} buffers, which no $tensor uses")
         raised = result["raised"]
-        if not (isinstance(raised.get("type"), str) and isinstance(raised.get("message"), str)
+        if not (type(raised) is dict and isinstance(raised.get("type"), str) and isinstance(raised.get("message"), str)
                 and isinstance(raised.get("mro"), list) and all(isinstance(n, str) for n in raised["mro"])):
-            raise ValueError(f"a raised exception needs type, mro and message as text, got {str(raised)[:200]}")
+            raise ProtocolError(f"a raised exception needs type, mro and message as text, got {str(raised)[:200]}")
         return Outcome(error=Raised(raised["type"], tuple(raised["mro"]), raised["message"]))
     if set(result) == {"value"}:
         return Outcome(value=decode(result["value"], flat_checked=flat_checked, buffers=buffers, cap=cap))
-    raise ValueError(f"a result has exactly one of `value` or `raised`, got keys {sorted(result)}")
+    raise ProtocolError(f"a result has exactly one of `value` or `raised`, got keys {sorted(map(str, result))[:8]}")
 
 
 @dataclass(frozen=True)
@@ -264,7 +290,11 @@ class ResolvedGate:
             want = self.oracle.outcome_of(raws[self.oracle.worker])
             if key is not None:
                 self.oracle_memo[key] = want
-        return impl.outcome_of(raws[impl.worker], like=want), want
+        try:
+            return impl.outcome_of(raws[impl.worker], like=want), want
+        except ImplEnded as broke:  # its reply broke the protocol: shown beside what the oracle answered
+            broke.oracle = want
+            raise
 
     def _oracle_quietly(self, answered: Mapping[tuple[str, str], RawReply], key: str | None) -> Outcome | None:
         """The oracle's outcome from its reply collected beside the impl's lost one; None if there is none to read."""

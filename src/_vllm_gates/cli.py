@@ -137,6 +137,8 @@ def _pytest(handover: Handover, args: list[str], options: dict[str, object] | No
     """
     import pytest
 
+    from _vllm_gates.selection_guard import SelectionGuard
+
     config = handover.project.config
     files = targets if targets is not None else [str(p) for p in config.gate_files()]
     if not files:
@@ -150,7 +152,7 @@ def _pytest(handover: Handover, args: list[str], options: dict[str, object] | No
     base = ["--rootdir", str(config.root), "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning",
             "-q", "--no-header", "-rfE"]
     with _in_folder(config.root):
-        code = int(pytest.main(files + base + args, plugins=[handover]))
+        code = int(pytest.main(files + base + args, plugins=[handover, SelectionGuard()]))
     if code == 4:  # pytest's usage error (it printed why)
         return ExitCode.USAGE
     if code == 2:  # pytest's "interrupted" before the plugin judged anything (Ctrl-C while it started up)

@@ -35,13 +35,24 @@ class WorkerLost(GatesError):
 
 
 class WorkerEnded(WorkerLost):
-    """The worker's process ended (an exit, a signal) or hung while answering a call: what the code it ran did, not
-    a fault of the protocol or the run (issue 26: for the judged implementation, that case's result). ``how``: what
-    happened, in words; ``output``: the last lines it printed; ``hung``: it overran the call's time."""
+    """The worker's process ended (an exit, a signal), hung, or was ended for a reply that broke the protocol
+    (WorkerBroke) while answering a call: what the code it ran did, not a fault of the run (issue 26: for the judged
+    implementation, that case's result). ``how``: what happened, in words; ``output``: the last lines it printed;
+    ``hung``: it overran the call's time."""
 
     def __init__(self, message: str, how: str, output: str, hung: bool = False):
         super().__init__(message)
         self.how, self.output, self.hung = how, output, hung
+
+
+class WorkerBroke(WorkerEnded):
+    """The worker's reply to a call broke the protocol (a frame, an id, a reply's shape, a buffer or a `$tensor` past
+    what docs/worker-protocol.md §3, §5 and §7 allow), and the judge ended it: like an exit, what the code behind it
+    did (§9). ``sent``: what it sent and the limit that refused it."""
+
+    def __init__(self, message: str, sent: str, output: str):
+        super().__init__(message, f"broke the protocol: {sent}", output)
+        self.sent = sent
 
 
 class CheckRefused(WorkerLost):
@@ -269,8 +280,7 @@ class WorkerProcess:
     def parse_reply(self, raw: RawReply) -> dict[str, Any]:
         reply = self._receive(lambda: parse(raw.body, raw.exact), 0, "answering")
         if reply.get("id") != raw.request_id:
-            self.kill()
-            raise WorkerLost(f"worker {self.label} answered request {reply.get('id')!r} to request {raw.request_id}: protocol broken")
+            raise self.broke(f"it answered request {str(reply.get('id'))[:40]} to request {raw.request_id}")
         return reply
 
     def _receive(self, read: Any, timeout: float, doing: str) -> Any:
@@ -286,8 +296,16 @@ class WorkerProcess:
             ended = self._ended("the channel closed")
             raise (ended if doing == "answering" else WorkerLost(str(ended))) from None
         except ProtocolError as error:
+            if doing == "answering":
+                raise self.broke(str(error)) from None
             self.kill()
             raise WorkerLost(f"worker {self.label} broke the protocol: {error}") from None
+
+    def broke(self, sent: str) -> WorkerBroke:
+        """End this worker for a reply that broke the protocol (``sent``: what, and the limit it broke), as a WorkerBroke
+        carrying its last output."""
+        self.kill()
+        return WorkerBroke(f"worker {self.label} broke the protocol: {sent}{self._log_tail()}", sent, self._last_output())
 
     def alive(self) -> bool:
         return self.returncode is None and self.sock.fileno() >= 0
@@ -573,6 +591,14 @@ class WorkerPool:
         except WorkerLost:
             self.workers.pop(key, None)
             raise
+
+    def reply_broken(self, key: tuple[str, str], sent: str) -> WorkerBroke:
+        """A reply of the worker for ``key`` whose content breaks the protocol (a bad `$tensor`, a result of no allowed
+        shape): the worker is ended, and the break returned as its WorkerBroke, with its last output."""
+        worker = self.workers.pop(key, None)
+        if worker is None:
+            return WorkerBroke(f"worker {key[1]} of {key[0]} broke the protocol: {sent}", sent, "")
+        return worker.broke(sent)
 
     def discard(self, key: tuple[str, str]) -> None:
         """End a worker that broke the protocol; the next request starts a new one."""

@@ -124,11 +124,13 @@ def test_hypothesis_internals_raised_by_the_subject_are_an_outcome_not_a_skip(ex
 
 
 def test_a_deselected_item_is_no_pass_of_its_gate(example, monkeypatch):
-    """-k selects part of the gate (issue 25): judged on what it selected, never a claim met, never evidence."""
+    """-k selects part of the gate (issue 25): judged on what it selected, never a claim met, never evidence. (`gates
+    run` refuses a -k it did not place: tests/harness/test_selection_guard.py.)"""
     _impl_body(example, WRONG.replace("heads == 3", "heads == 2"))  # wrong on the one case selected
     monkeypatch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} -k fp16-page")
-    result, report = example.run_json()
-    assert result.code == 1, result.text
+    result = example.pytest(f"--gates-json={example.root / 'out.json'}", "gates")
+    report = json.loads((example.root / "out.json").read_text(encoding="utf-8"))
+    assert result.ret == 1, result.stdout.str()
     gate = _gate(report)
     assert (gate["verdict"], gate["partial"], gate["executed"]) == ("FAIL", True, False)
     assert "partial: 1 of 7 items selected" in gate["reason"]
