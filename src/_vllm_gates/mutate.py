@@ -325,7 +325,7 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
     declared = load_equivalents(folder / EQUIVALENTS_FILE)
     every = generated if changed is None else _generate(config, row, files, None, cpp_mutants if external else mutants)
     report.stale_equivalents = [{"id": e.id, "reason": e.reason, "fingerprint": e.fingerprint}  # against every mutant
-                                for e in stale_equivalents(declared, {m.fingerprint for m in every})]  # of the files
+                                for e in stale_equivalents(declared, {m.fingerprint for m in every}, config.root, files)]
     equivalent = {e.fingerprint for e in declared}
     elsewhere = {} if external else _reached_only_elsewhere(config, gate_file, files)
     outcomes: dict[str, dict[str, Any]] = {}

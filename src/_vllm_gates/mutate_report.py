@@ -33,6 +33,12 @@ class Equivalent:
     reason: str
     fingerprint: str
 
+    @property
+    def file(self) -> str | None:
+        """The file its id names (`ROW:FILE:LINE:OPERATOR:N`), None for an id of another form."""
+        parts = self.id.split(":")
+        return ":".join(parts[1:-3]) if len(parts) >= 5 else None
+
 
 def load_equivalents(path: Path) -> list[Equivalent]:
     """The entries of a row's equivalent-mutant list; none when the file does not exist; MutationError naming the
@@ -58,9 +64,11 @@ def load_equivalents(path: Path) -> list[Equivalent]:
     return found
 
 
-def stale_equivalents(declared: list[Equivalent], fingerprints: set[str]) -> list[Equivalent]:
-    """Declared entries whose mutated code no mutant of today's sources has (reported, never trusted)."""
-    return [entry for entry in declared if entry.fingerprint not in fingerprints]
+def stale_equivalents(declared: list[Equivalent], fingerprints: set[str], root: Path, files: list[str]) -> list[Equivalent]:
+    """Declared entries whose mutated code no mutant of today's sources has (reported, never trusted); an entry
+    naming a file of the project that this run does not mutate (the other implementation's) is not judged here."""
+    return [entry for entry in declared if entry.fingerprint not in fingerprints
+            and (entry.file is None or entry.file in files or not (root / entry.file).is_file())]
 
 
 @dataclass(frozen=True)
