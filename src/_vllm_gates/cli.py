@@ -553,6 +553,8 @@ def parser() -> argparse.ArgumentParser:
     mutate.add_argument("--budget", type=float, metavar="S", help="seconds per row for building an external "
                         "implementation's mutants; the mutants left when it is spent are not judged (reported)")
     mutate.add_argument("--max-mutants", type=int, metavar="N", help="at most N mutants per row, drawn with --seed")
+    mutate.add_argument("--family", action="append", default=[], metavar="NAME", help="only the mutants of this "
+                        "operator family (repeatable; e.g. precision: casts and dtypes, docs/mutation.md)")
     mutate.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds one mutant's gate run may "
                                                                                    "take before it is timed_out (default: 60)")
     mutate.add_argument("--json", metavar="F", default="reports/mutation.json", help="the report (default: "
@@ -567,6 +569,7 @@ def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
     """`gates mutate`: its options checked in the user's words, then mutate.run_mutate."""
     from _vllm_gates.config import implementation_refused
     from _vllm_gates.mutate import Options, run_mutate
+    from _vllm_gates.mutate_operators import FAMILIES
     from _vllm_gates.mutate_report import MutationError
 
     refused = implementation_refused(project.config, "--impl", args.impl)
@@ -578,10 +581,13 @@ def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
         raise UsageError(f"--max-mutants {args.max_mutants}: must be at least 1")
     if not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout}: must be a positive number of seconds")
+    unknown = [name for name in args.family if name not in FAMILIES]
+    if unknown:
+        raise UsageError(f"--family {unknown[0]}: unknown operator family (known: {', '.join(FAMILIES)})")
     _check_rows(project, args.rows)
     path = Path(args.json) if Path(args.json).is_absolute() else project.config.root / args.json
     options = Options(tuple(args.rows), args.max_mutants, args.timeout, path, args.changed_since, args.seed, args.impl,
-                      args.budget, args.first_kill)
+                      args.budget, args.first_kill, tuple(dict.fromkeys(args.family)))
     try:
         return run_mutate(project, options)
     except MutationError as error:

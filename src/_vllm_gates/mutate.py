@@ -33,7 +33,7 @@ from _vllm_gates.mutate_cpp import cpp_mutants
 from _vllm_gates.mutate_cpp_build import MutantBuilds, MutantDoesNotBuild
 from _vllm_gates.mutate_cpp_files import cpp_files_for_row, gates_reaching
 from _vllm_gates.model import GateFile
-from _vllm_gates.mutate_operators import Mutant, mutants
+from _vllm_gates.mutate_operators import Mutant, family, mutants
 from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
                                        stale_equivalents, summary_lines, survivor_lines, write_report)
 from _vllm_gates.evidence import read_report
@@ -64,6 +64,7 @@ class Options:
     impl: str = "python"
     budget: float | None = None  # seconds per row for building an external implementation's mutants (None: no cap)
     first_kill: bool = False  # stop each mutant at the first gate that kills it (faster; the matrix counts that gate only)
+    families: tuple[str, ...] = ()  # only these operator families (mutate_operators.family); () for all
 
 
 def mutable_files(config: Config, gate_file: GateFile) -> list[str]:
@@ -314,16 +315,17 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
                             if not external else f"row {row}: no source of implementation {options.impl} registers "
                             f"an operation of its gates")
     changed = changed_lines(config.root, options.changed_since, files) if options.changed_since else None
-    found = _generate(config, row, files, changed, cpp_mutants if external else mutants)
+    generated = _generate(config, row, files, changed, cpp_mutants if external else mutants)
+    found = [m for m in generated if not options.families or family(m.operator) in options.families]
     chosen = _sample(found, options.max_mutants, options.seed)
     folder = _row_folder(config, gate_file)
     report = RowReport(row, sources_fingerprint(config.root, files), _gates_fingerprint(folder),
                        [g.id for g in gate_file.gates], files=list(files), population=len(found))
     save(report)
     declared = load_equivalents(folder / EQUIVALENTS_FILE)
-    every = found if changed is None else _generate(config, row, files, None, cpp_mutants if external else mutants)
+    every = generated if changed is None else _generate(config, row, files, None, cpp_mutants if external else mutants)
     report.stale_equivalents = [{"id": e.id, "reason": e.reason, "fingerprint": e.fingerprint}  # against every mutant
-                                for e in stale_equivalents(declared, {m.fingerprint for m in every})]  # of the files
+                                for e in stale_equivalents(declared, {m.fingerprint for m in every}, config.root, files)]
     equivalent = {e.fingerprint for e in declared}
     elsewhere = {} if external else _reached_only_elsewhere(config, gate_file, files)
     outcomes: dict[str, dict[str, Any]] = {}
@@ -417,7 +419,8 @@ def run_mutate(project: Project, options: Options) -> int:
     started, clock = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.monotonic()
     done: list[RowReport] = []
     meta = {"impl": options.impl, "engine": ENGINE if options.impl == PYTHON else CPP_ENGINE, "seed": options.seed,
-            "started": started, "changed_since": options.changed_since, "first_kill": options.first_kill}
+            "started": started, "changed_since": options.changed_since, "first_kill": options.first_kill,
+            "families": list(options.families) or None}
 
     def save(current: RowReport) -> None:
         rows_now = done + ([current] if all(current is not row for row in done) else [])

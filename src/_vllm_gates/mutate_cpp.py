@@ -1,7 +1,8 @@
 """Mutants of one C++ source text (issue 28 item 6, docs/mutation-cpp.md): the operator families applied to tokens
 (cpp_lexer), so comments, literals and preprocessor lines are never touched; deterministic order (line, column,
 operator). Contexts where a swap would not compile or means something else are skipped: template angle brackets,
-`operator<` and friends, pointer and reference declarators, stream `<<`/`>>`, `static_assert`, case labels."""
+`operator<` and friends, pointer and reference declarators, stream `<<`/`>>`, `static_assert`, case labels. The
+precision family drops a `static_cast<float>`/`<double>` and narrows a local `double` to `float`."""
 from __future__ import annotations
 
 import difflib
@@ -60,7 +61,11 @@ def cpp_mutants(file: str, text: str, lines: set[int] | None = None) -> list[Mut
     found: list[Mutant] = []
     seen: set[str] = set()
     counts: dict[tuple[int, str], int] = {}
-    for splice, where in sorted(analysis.splices(), key=lambda s: (s[0].start, s[0].operator, s[0].end, s[0].text)):
+    try:
+        splices = sorted(analysis.splices(), key=lambda s: (s[0].start, s[0].operator, s[0].end, s[0].text))
+    except SyntaxError as error:  # what an operator could not read, named in the file
+        raise SyntaxError(error.msg, (file, error.lineno, error.offset, error.text)) from None
+    for splice, where in splices:
         line = _line_of(line_starts, splice.start)
         if lines is not None and line not in lines:
             continue
@@ -281,6 +286,10 @@ class _Analysis:
                 end = self._statement_end(i)
                 if end is not None and not (toks[i + 1].text == "{" and toks[i + 2].text == "}"):
                     yield _Splice(tok.start, toks[end].end, "return {};", "return {}")
+            elif text == "static_cast":
+                yield from self._dropped_cast(i)
+            elif text == "double" and self._local_declaration(i):
+                yield _Splice(tok.start, tok.end, "float", "precision double -> float")
         elif tok.kind == "number":
             yield from self._constants(tok)
         if (tok.kind == "ident" or text in ("++", "--", "*")) and self._statement_start(i):
@@ -416,6 +425,31 @@ class _Analysis:
             if close + 1 < len(toks) and toks[close + 1].text == "{":
                 return  # a macro that takes a block
         yield _Splice(tok.start, toks[end].end, ";", "drop statement")
+
+    def _dropped_cast(self, i: int) -> Iterator[_Splice]:
+        """`static_cast<float>(e)` and `static_cast<double>(e)` -> `(e)`: the conversion left to the context (the
+        precision family, docs/mutation-cpp.md). SyntaxError at the cast's line when it is not `<type>(...)`."""
+        toks = self.toks
+        close = self.angles.get(i + 1)
+        if close is None or close + 1 >= len(toks) or toks[close + 1].text != "(" or (close + 1) not in self.match:
+            tok = toks[i]
+            raise SyntaxError("static_cast without a closed <type>(expression)",
+                              ("", tok.line, tok.start - self.text.rfind("\n", 0, tok.start), None))
+        target = " ".join(t.text for t in toks[i + 2:close])
+        if target in ("float", "double"):
+            yield _Splice(toks[i].start, toks[close + 1].start, "", f"precision drop static_cast<{target}>")
+
+    def _local_declaration(self, i: int) -> bool:
+        """The `double` at ``i`` is the type of a local variable: `double sum = 0.0;`, `const double x{...}`,
+        `for (double t = 0; ...)`, never a parameter, a return type or a template argument."""
+        toks = self.toks
+        j = i - 1
+        while j >= 0 and toks[j].text in ("const", "constexpr", "static", "volatile"):
+            j -= 1
+        before = toks[j].text if j >= 0 else ";"
+        opens = before in (";", "{", "}") or (before == "(" and j > 0 and toks[j - 1].text == "for")
+        named = i + 2 < len(toks) and toks[i + 1].kind == "ident" and toks[i + 1].text not in _NOT_OPERAND
+        return opens and named and toks[i + 2].text in ("=", ";", "{", ",", "[")
 
     def _qualified_end(self, i: int) -> int:
         j = i

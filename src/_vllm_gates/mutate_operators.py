@@ -2,7 +2,8 @@
 `ast` positions so the rest of the file keeps its bytes; deterministic order (line, column, operator).
 
 Families (docs/mutation.md): arithmetic, comparison and boolean operator swaps, constant +1/-1/0 and True/False,
-negated condition, dropped statement, return None, index and slice bounds off by one.
+negated condition, dropped statement, return None, index and slice bounds off by one, and precision: a dtype cast
+dropped (`.to(dtype)`, `.float()`, ... with the receiver kept; a `dtype=` argument), a float dtype narrowed.
 """
 from __future__ import annotations
 
@@ -21,6 +22,23 @@ _COMPARE = {ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="), ast.
             ast.In: ("in", "not in"), ast.NotIn: ("not in", "in")}
 _BOOL = {ast.And: ("and", "or"), ast.Or: ("or", "and")}
 _DROPPABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.Assert, ast.Delete)
+_FAMILIES = {"arith": "arithmetic", "compare": "comparison", "boolean": "boolean", "constant": "constant",
+             "negate": "condition", "drop statement": "statement", "return": "statement", "index": "index",
+             "precision": "precision"}
+FAMILIES = tuple(dict.fromkeys(_FAMILIES.values()))  # the names `gates mutate --family` takes
+# Precision (docs/mutation.md, "The precision family"): which names are dtypes, which calls cast, what is narrower.
+_DTYPE_MODULES = {"torch", "np", "numpy"}
+_DTYPE_NAMES = {"float64", "double", "float32", "float", "single", "float16", "half", "bfloat16", "longdouble",
+                "complex128", "cdouble", "complex64", "cfloat", "complex32", "chalf", "int8", "int16", "int32",
+                "int64", "uint8", "uint16", "uint32", "uint64", "short", "int", "long", "bool", "bool_"}
+_NARROWER = {"torch": {"float64": ("float32",), "double": ("float32",), "float32": ("float16", "bfloat16"),
+                       "float": ("float16", "bfloat16"), "complex128": ("complex64",), "cdouble": ("complex64",)},
+             "numpy": {"float64": ("float32",), "double": ("float32",), "float32": ("float16",),
+                       "single": ("float16",), "longdouble": ("float64",), "complex128": ("complex64",)}}
+_NARROWER["np"] = _NARROWER["numpy"]
+_NARROWER_TEXT = {"float64": ("float32",), "float32": ("float16",), "complex128": ("complex64",)}  # "float32" names
+_CAST_METHODS = {"float", "half", "bfloat16", "double"}  # `x.float()`: no argument, a cast of its own
+_DTYPE_CASTS = {"to", "type", "astype"}  # `x.to(dtype)`: a cast when its argument is a dtype
 
 
 @dataclass(frozen=True)
@@ -76,6 +94,11 @@ def mutants(file: str, text: str, lines: set[int] | None = None) -> list[Mutant]
         digest = hashlib.sha256("\n".join([file, where, splice.operator, *changed]).encode()).hexdigest()
         found.append(Mutant(file, splice.line, splice.operator, index, mutated, diff, digest))
     return found
+
+
+def family(operator: str) -> str:
+    """The family an operator's name belongs to (`arith + -> -` is arithmetic), as docs/mutation.md's tables group them."""
+    return next((name for prefix, name in _FAMILIES.items() if operator.startswith(prefix)), operator.split(" ")[0])
 
 
 def _enclosing(tree: ast.Module) -> dict[int, str]:
@@ -207,6 +230,10 @@ def _node_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
         yield _Splice(node.lineno, _start(node), _end(node), "return None", "return None")
     if isinstance(node, ast.Subscript):
         yield from _index_splices(node, raw)
+    if isinstance(node, ast.Call):
+        yield from _cast_splices(node, raw)
+    if isinstance(node, ast.Attribute):
+        yield from _narrowed(node, _NARROWER.get(_root_name(node), {}), node.attr)
 
 
 def _index_splices(node: ast.Subscript, raw: list[str]) -> Iterator[_Splice]:
@@ -223,3 +250,70 @@ def _index_splices(node: ast.Subscript, raw: list[str]) -> Iterator[_Splice]:
             continue
         for sign in ("+", "-"):
             yield _Splice(bound.lineno, _start(bound), _end(bound), f"({text}) {sign} 1", f"index {sign}1")
+
+
+def _root_name(node: ast.Attribute) -> str:
+    """The name at the root of `torch.float32` (`torch`), or "" for anything else than a name's attribute."""
+    return node.value.id if isinstance(node.value, ast.Name) else ""
+
+
+def _is_dtype(node: ast.expr) -> bool:
+    """A dtype as written: `torch.float32` / `np.float64` (a dtype name of torch, np or numpy), `x.dtype`, a name
+    `dtype` or `*_dtype`, or the text of a dtype name (`"float32"`). `.to(device)` and `.to(other)` are not."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "dtype" or (_root_name(node) in _DTYPE_MODULES and node.attr in _DTYPE_NAMES)
+    if isinstance(node, ast.Name):
+        return node.id == "dtype" or node.id.endswith("_dtype")
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _DTYPE_NAMES
+
+
+def _cast_splices(node: ast.Call, raw: list[str]) -> Iterator[_Splice]:
+    """A cast dropped, the receiver kept (`x.float()` -> `x`; `x.to(torch.float32)` -> `x`, but not a `.to` that
+    also moves a device: only its `dtype=` goes); a `dtype=` argument dropped; a dtype text narrowed."""
+    func, dtype = node.func, next((k for k in node.keywords if k.arg == "dtype"), None)
+    method = func.attr if isinstance(func, ast.Attribute) else ""
+    device = any(k.arg == "device" for k in node.keywords)
+    if method in _CAST_METHODS and not node.args and not node.keywords:
+        yield _dropped_call(node, raw, f"precision drop .{method}()")
+    elif method in _DTYPE_CASTS and not device and (
+            (len(node.args) == 1 and _is_dtype(node.args[0])) or (not node.args and dtype is not None)):
+        yield _dropped_call(node, raw, f"precision drop .{method}()")
+    if dtype is not None and not (isinstance(dtype.value, ast.Constant) and dtype.value.value is None) and not (
+            method in _DTYPE_CASTS and len(node.args) + len(node.keywords) == 1):
+        yield _dropped_keyword(node, dtype)
+    named = dtype.value if dtype is not None else node.args[0] if method in _DTYPE_CASTS and node.args else None
+    if isinstance(named, ast.Constant) and isinstance(named.value, str):
+        quote = _segment(raw, _start(named), _end(named))[:1]
+        yield from _narrowed(named, _NARROWER_TEXT, named.value, quote)
+
+
+def _dropped_call(node: ast.Call, raw: list[str], operator: str) -> _Splice:
+    """`receiver.method(...)` replaced by the receiver as written (its parentheses included, so precedence holds)."""
+    func = node.func
+    assert isinstance(func, ast.Attribute)
+    gap = _segment(raw, _end(func.value), _end(func))  # `)`s, spaces, comments, the dot, the method's name
+    dot = re.sub(r"#[^\n]*", lambda m: " " * len(m.group()), gap).rfind(".")
+    receiver = (_segment(raw, _start(node), _end(func.value)) + gap[:dot]).rstrip()
+    return _Splice(_end(func)[0], _start(node), _end(node), receiver, operator)
+
+
+def _dropped_keyword(node: ast.Call, keyword: ast.keyword) -> _Splice:
+    """`f(a, dtype=t)` -> `f(a)`: the keyword with the comma before it (after it, when it comes first)."""
+    arguments = sorted([*node.args, *node.keywords], key=_start)
+    at = arguments.index(keyword)
+    if at > 0:
+        start, end = _end(arguments[at - 1]), _end(keyword)
+    elif at + 1 < len(arguments):
+        start, end = _start(keyword), _start(arguments[at + 1])
+    else:
+        start, end = _start(keyword), (node.end_lineno, node.end_col_offset - 1)  # up to the closing `)`
+    return _Splice(keyword.lineno, start, end, "", "precision drop dtype=")
+
+
+def _narrowed(node: ast.expr, narrower: dict[str, tuple[str, ...]], name: str, quote: str = "") -> Iterator[_Splice]:
+    """The dtype name at the end of ``node`` (`torch.float32`'s `float32`, or a quoted `"float32"`) swapped for each
+    narrower one."""
+    line, column = _end(node)
+    for new in narrower.get(name, ()):
+        yield _Splice(line, (line, column - len(name) - len(quote)), (line, column), new + quote,
+                      f"precision {name} -> {new}")

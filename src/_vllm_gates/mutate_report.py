@@ -11,6 +11,7 @@ from typing import Any, Mapping
 import yaml
 
 from _vllm_gates.errors import GatesError
+from _vllm_gates.mutate_operators import family
 from _vllm_gates.reports import write_atomic
 
 MUTATION_SCHEMA = "vllm-gates/mutation/1"
@@ -31,6 +32,12 @@ class Equivalent:
     id: str
     reason: str
     fingerprint: str
+
+    @property
+    def file(self) -> str | None:
+        """The file its id names (`ROW:FILE:LINE:OPERATOR:N`), None for an id of another form."""
+        parts = self.id.split(":")
+        return ":".join(parts[1:-3]) if len(parts) >= 5 else None
 
 
 def load_equivalents(path: Path) -> list[Equivalent]:
@@ -57,9 +64,11 @@ def load_equivalents(path: Path) -> list[Equivalent]:
     return found
 
 
-def stale_equivalents(declared: list[Equivalent], fingerprints: set[str]) -> list[Equivalent]:
-    """Declared entries whose mutated code no mutant of today's sources has (reported, never trusted)."""
-    return [entry for entry in declared if entry.fingerprint not in fingerprints]
+def stale_equivalents(declared: list[Equivalent], fingerprints: set[str], root: Path, files: list[str]) -> list[Equivalent]:
+    """Declared entries whose mutated code no mutant of today's sources has (reported, never trusted); an entry
+    naming a file of the project that this run does not mutate (the other implementation's) is not judged here."""
+    return [entry for entry in declared if entry.fingerprint not in fingerprints
+            and (entry.file is None or entry.file in files or not (root / entry.file).is_file())]
 
 
 @dataclass(frozen=True)
@@ -136,6 +145,13 @@ class RowReport:
         correction = (self.population - len(self.mutants)) / (self.population - 1)
         return (score * (1 - score) / judged * correction) ** 0.5
 
+    def family_counts(self) -> dict[str, dict[str, int]]:
+        """Per operator family (docs/mutation.md's tables, mutate_operators.family): its mutants by status."""
+        found: dict[str, dict[str, int]] = {}
+        for mutant in self.mutants:
+            found.setdefault(family(mutant["operator"]), dict.fromkeys(STATUSES, 0))[mutant["status"]] += 1
+        return dict(sorted(found.items()))
+
     def kill_matrix(self) -> list[dict[str, Any]]:
         """Per gate: the mutants it killed, those no other gate killed, and whether it kills nothing unique."""
         rows = []
@@ -152,7 +168,7 @@ class RowReport:
                 "population": self.population, **counts, "score": self.score(),
                 "score_standard_error": self.standard_error(),
                 "score_counting_not_run_here": self.score_with_not_run_here(),
-                "gates": self.kill_matrix(), "mutants": self.mutants,
+                "families": self.family_counts(), "gates": self.kill_matrix(), "mutants": self.mutants,
                 "known_bads": self.known_bads, "stale_equivalents": self.stale_equivalents,
                 "unmutated_failures": self.unmutated_failures, "unjudged": self.unjudged}
 
@@ -179,6 +195,9 @@ def summary_lines(row: RowReport, seconds: float) -> list[str]:
              + (f" ({row.score_with_not_run_here():.1%} counting those not run here as survivors)"
                 if counts[NOT_RUN_HERE] else "") + f"; {seconds:.1f} s, {rate}"
              + (f"; {row.unjudged} not judged (--budget spent)" if row.unjudged else "")]
+    for name, by_status in row.family_counts().items():
+        lines.append(f"  family {name}: {sum(by_status.values())} mutants, " + ", ".join(
+            f"{status.replace('_', ' ')} {count}" for status, count in by_status.items() if count))
     ran = {gate for mutant in row.mutants for gate in mutant.get("gates_run") or []}
     for gate in row.kill_matrix():
         flag = "  (redundant: kills nothing another gate does not)" if gate["redundant"] else ""

@@ -47,6 +47,10 @@ def read_mutation_report(path: Path, shown: str) -> dict[str, Any]:
 def row_strengths(document: Mapping[str, Any], shown: str) -> dict[str, RowStrength]:
     """Each row of a mutation report by id; MutationEvidenceError naming the row whose record is malformed."""
     found: dict[str, RowStrength] = {}
+    families = document.get("families")
+    if families:  # `gates mutate --family`: a score of some operator families, which no claim on the row may read
+        raise MutationEvidenceError(f"--mutation {shown}: measured with --family {' --family '.join(map(str, families))}: "
+                                    f"its scores count only those families' mutants, not a row's; measure without --family")
     rows = document.get("rows")
     if not isinstance(rows, list):
         raise MutationEvidenceError(f"--mutation {shown}: `rows` is {type(rows).__name__}, expected a list")

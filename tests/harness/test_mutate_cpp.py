@@ -254,3 +254,25 @@ def test_a_mutant_that_does_not_compile_raises_and_is_remembered(tiny: tuple[Pat
         builds.binary(broken)
     assert CountingBuilds.builds == count
     assert (builds.tree / "value.cpp").read_text() == VALUE
+
+
+def test_one_equivalents_file_serves_both_implementations(tmp_path: Path) -> None:
+    """A row's equivalent_mutants.yaml may list the C++ port's mutants beside the Python port's: a run judges the
+    entries of the files it mutates (and of files that no longer exist) for staleness, never the other's."""
+    from _vllm_gates.mutate_report import Equivalent, stale_equivalents
+
+    (tmp_path / "impl").mkdir()
+    (tmp_path / "impl" / "m.py").write_text("x = 1\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.cpp").write_text("int x = 1;\n")
+    declared = [Equivalent("ROW:impl/m.py:1:constant +1:0", "r", "a" * 64),
+                Equivalent("ROW:impl/m.py:1:constant 0:0", "r", "b" * 64),
+                Equivalent("ROW:src/m.cpp:1:precision double -> float:0", "r", "c" * 64),
+                Equivalent("ROW:src/gone.cpp:3:precision drop static_cast<float>:0", "r", "d" * 64),
+                Equivalent("ROW:gone", "r", "e" * 64)]
+    assert declared[2].file == "src/m.cpp" and declared[4].file is None
+    python_run = stale_equivalents(declared, {"a" * 64}, tmp_path, ["impl/m.py"])
+    assert [e.id for e in python_run] == ["ROW:impl/m.py:1:constant 0:0", "ROW:src/gone.cpp:3:precision drop static_cast<float>:0",
+                                          "ROW:gone"]
+    cpp_run = stale_equivalents(declared, set(), tmp_path, ["src/m.cpp"])
+    assert [e.id for e in cpp_run] == [declared[2].id, declared[3].id, declared[4].id]

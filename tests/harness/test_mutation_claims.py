@@ -103,6 +103,8 @@ def test_a_mutation_value_outside_0_1_is_a_definition_error_at_its_line(example,
     ("{not json", "not a JSON mutation report"),
     ('{"schema": "vllm-gates/run/3"}', f"schema 'vllm-gates/run/3', expected {MUTATION_SCHEMA!r}"),
     (json.dumps({"schema": MUTATION_SCHEMA, "rows": [{"row": "EXAMPLE-ROW"}]}), "rows[0] is malformed (KeyError"),
+    (json.dumps({"schema": MUTATION_SCHEMA, "families": ["precision"], "rows": []}),
+     "measured with --family precision: its scores count only those families' mutants, not a row's"),
 ])
 def test_an_unusable_mutation_report_is_a_usage_error_naming_it(example, content, message):
     path = Path(example.root / "out" / "m.json")
