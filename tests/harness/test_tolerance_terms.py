@@ -328,3 +328,19 @@ def test_the_cuda_bfloat16_decode_gate_is_strong_at_its_declared_strength_on_its
     assert declared.strong, declared.summary()
     half = audit_tolerance(gate.policy, samples, 0.05)
     assert _names(half) == {"relative noise of 5% in float32 in the result['logits']"}, half.summary()
+
+
+def test_a_per_dtype_tolerance_through_gates_audit(tmp_path):
+    """`rtol: {float16: ...}` judges the float16 gate and the audit finds it strong; naming float64, which no output
+    of the gate has, is the strength item's definition error at the mapping's line, naming the key and the dtype."""
+    good = _activation_project(tmp_path / "good", "{policy: allclose, rtol: {float16: 2.0e-3}, atol: {float16: 1.0e-5}}")
+    ran = _gates(good, "audit")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "rejects all 5 wrong answers; float16: rejects relative noise from " in ran.stdout, ran.stdout
+
+    stray = _activation_project(tmp_path / "stray", "{policy: allclose, rtol: {float16: 2.0e-3, float64: 1.0e-9}, "
+                                                    "atol: {float16: 1.0e-5, float64: 1.0e-12}}")
+    ran = _gates(stray, "audit")
+    assert ran.returncode == 3, ran.stdout + ran.stderr  # an ERROR, not a WEAK gate
+    assert ("gates/rows/r0/gate.yaml:8:" in ran.stdout and "gates[0].compare.rtol.float64: the gate's outputs never have "
+            "dtype float64") in ran.stdout, ran.stdout
