@@ -18,7 +18,7 @@ from _vllm_gates.errors import DefinitionError
 from _vllm_gates.policies import ALLCLOSE_DEFAULTS, PerDtype, Policy
 from _vllm_gates.tolerance_audit import (BISECTION_RATIO, RELATIVE_FACTOR, Sample, StrengthFinding, audit_tolerance,
                                          relative_level, smallest_rejected)
-from _vllm_gates.wrong_answers import NOISE, RELATIVE, wrong_answer
+from _vllm_gates.wrong_answers import RELATIVE, wrong_answer
 from tests.harness.test_tolerance_audit import _gates, _project
 
 pytestmark = pytest.mark.cpu
