@@ -455,7 +455,7 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
                 shown = [("impl", got.describe()), ("expected", render_value(case.expect))]
                 return shown + ([("oracle", oracle_got.describe())] if oracle_got is not None else []) + agreement.lines()
             raise Mismatch("impl does not return the expected value", where, case.input, lines)
-        usage.note(agreement)
+        usage.note(agreement, f"case {case.name!r}")
         if oracle_got is not None and check_oracle:
             checks += 1
             agreement = DISAGREE if oracle_got.error is not None else _agree(rg, oracle_got.value, case.expect)
@@ -469,7 +469,7 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
         if not agreement:
             raise Mismatch("impl disagrees with the oracle", where, case.input,
                            lambda: [("impl", got.describe()), ("oracle", oracle_got.describe()), *agreement.lines()])
-        usage.note(agreement)
+        usage.note(agreement, f"case {case.name!r}")
     return checks
 
 
@@ -525,7 +525,7 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
         if not agreement:
             raise Mismatch("impl disagrees with the oracle on a generated input", where, data,
                            [("impl", got.describe()), ("oracle", want.describe()), *agreement.lines()], shrunk=not hunting)
-        tally.usage.note(agreement)
+        tally.usage.note(agreement, lambda: f"the generated example {render_value(data, 80)}")
         if got.error is None:
             tally.values += 1
         else:

@@ -54,6 +54,7 @@ class ItemRecord:
     agreed_errors: int = 0  # properties: examples where both raised errors that agree
     rejected_item: str = ""  # a known-bad's or the audit's: the case (its name) or "properties" that rejected it
     tolerance_used: float | None = None  # a policy's passing comparisons: the most of its tolerance one used (issue 29)
+    tolerance_at: Mapping[str, str] | None = None  # where: {"where": case or example, "output": path, "dtype": ...}
     excused: int = 0  # the tokens policy: near-tie positions its passing comparisons excused
     strength: Mapping[str, Any] | None = None  # the tolerance audit's finding (tolerance_audit.StrengthFinding.to_data)
 
@@ -158,7 +159,7 @@ class CaseItem(GateItem):
         following = cases[at + 1:at + 1 + checks.AHEAD_REQUESTS] if cases else ()
         usage = ToleranceUsage()
         made = checks.check_case(self.resolved, self.case, self.resolved.impl, following=following, usage=usage)
-        return ItemRecord(made, tolerance_used=usage.used, excused=usage.excused)
+        return ItemRecord(made, tolerance_used=usage.used, tolerance_at=usage.at, excused=usage.excused)
 
 
 def link_runs(items: list[pytest.Item]) -> None:
@@ -203,7 +204,7 @@ class PropertiesItem(GateItem):
         tally = checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared),
                                       seed=seed.for_gate(self.identity.row, self.identity.gate) if seed else None)
         record = ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors,
-                            tolerance_used=tally.usage.used, excused=tally.usage.excused)
+                            tolerance_used=tally.usage.used, tolerance_at=tally.usage.at, excused=tally.usage.excused)
         if tally.not_implemented:  # examples skipped as named cases are: the gate is NOT-IMPLEMENTED, never PASS
             self.stash[RECORD] = record
             self.skip_for(NotImplementedBy(self.config.getoption("gates_impl") or PYTHON, tally.not_implemented_reason()))

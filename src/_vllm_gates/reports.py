@@ -129,8 +129,16 @@ def tolerance_lines(report: RunReport) -> list[str]:
     """The gates that used more than half of their comparison policy's tolerance, so that drift toward the edge
     is seen before it fails (issue 29 item 4)."""
     found = [f"  {row.row}::{gate.gate}: {gate.tolerance_used:.0%} of its tolerance"
+             + (f" ({used_at_text(gate.tolerance_at)})" if used_at_text(gate.tolerance_at) else "")
              for row in report.rows for gate in row.gates if gate.tolerance_used is not None and gate.tolerance_used > NEAR_EDGE]
     return ["used more than half of their tolerance:", *found] if found else []
+
+
+def used_at_text(at: Any) -> str:
+    """Where a gate used the most of its tolerance, as the list names it: "case 'x', result[0] (float16)"."""
+    if not isinstance(at, dict):
+        return ""
+    return f"{at.get('where', '')}, {at.get('output', '')} ({at.get('dtype', '')})".lstrip(", ")
 
 
 def tolerance_properties(report: RunReport, row_id: str, milestone: str | None) -> list[tuple[str, str]]:

@@ -54,6 +54,7 @@ class _Partial:
     values: int = 0
     agreed_errors: int = 0
     tolerance_used: float | None = None
+    tolerance_at: Any = None  # where it was used (value_agreement.ToleranceUsage.at)
     excused: int = 0
     strength: Any = None  # the tolerance audit's finding as plain data (StrengthFinding.to_data)
 
@@ -127,7 +128,7 @@ class GateRun:
         if found is not None:
             entry.checks, entry.rejected_by = found.checks, found.rejected_by
             entry.values, entry.agreed_errors = found.values, found.agreed_errors
-            entry.tolerance_used, entry.excused = found.tolerance_used, found.excused
+            entry.tolerance_used, entry.tolerance_at, entry.excused = found.tolerance_used, found.tolerance_at, found.excused
             entry.strength = found.strength
         if report.skipped:
             longrepr = report.longrepr
@@ -145,7 +146,8 @@ class GateRun:
                            kind=e.identity.kind.value, name=nodeid.rsplit("::", 1)[-1], outcome=e.outcome, checks=e.checks,
                            detail=e.rejected_by if e.outcome == ItemOutcome.PASSED else e.detail, duration=round(e.duration, 6),
                            values=e.values, agreed_errors=e.agreed_errors, cause=e.cause,
-                           tolerance_used=e.tolerance_used if e.outcome == ItemOutcome.PASSED else None, excused=e.excused,
+                           tolerance_used=e.tolerance_used if e.outcome == ItemOutcome.PASSED else None,
+                           tolerance_at=e.tolerance_at if e.outcome == ItemOutcome.PASSED else None, excused=e.excused,
                            strength=e.strength)
                 for nodeid, e in self._results.items()]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from _vllm_gates.compare import _key_token, strict_equal
-from _vllm_gates.policies import ALLCLOSE_DEFAULTS, Policy
+from _vllm_gates.policies import ALLCLOSE_DEFAULTS, PerDtype, Policy, allclose_tolerances, for_dtype
 from _vllm_gates.render import render_value
 
 CHUNK = 1 << 20  # elements per step: a float64 temporary is 8 MiB
@@ -191,6 +191,11 @@ class _Walk:
             found, problem = _judge_tokens(self.policy, path, actual, expected, margins)
             self.problem = self.problem or problem
             return found
+        if not exact and name in FLOAT_DTYPES and self.policy.name in ("nmse", "ulp") and bound(self.policy, name) is None:
+            named = self.policy.max.dtypes if isinstance(self.policy.max, PerDtype) else ()
+            self.problem = (f"{path}: a {name} array, and the {self.policy.name} policy's max names no bound for {name} "
+                            f"(it names {', '.join(named)}): give max for every dtype of the gate's outputs")
+            return None
         return _judge(self._element_policy() if not exact and name in FLOAT_DTYPES else Policy("exact"), path, actual,
                       expected, self.describe)
 
@@ -213,11 +218,12 @@ def _kind(value: Any) -> str:
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
-def tolerances(policy: Policy, dtype_name: str) -> tuple[float, float]:
-    """The allclose (rtol, atol) for a dtype: the policy's, else torch.testing.assert_close's default for it."""
-    if policy.rtol is not None and policy.atol is not None:
-        return policy.rtol, policy.atol
-    return ALLCLOSE_DEFAULTS[dtype_name]
+tolerances = allclose_tolerances  # the allclose (rtol, atol) for a dtype (policies.py)
+
+
+def bound(policy: Policy, dtype_name: str) -> float | None:
+    """The nmse or ulp policy's `max` for arrays of a dtype (None: a mapping that does not name it)."""
+    return for_dtype(policy.max, dtype_name)
 
 
 def _flat(array: Any) -> Any:
@@ -270,12 +276,13 @@ def _scores(policy: Policy, actual: Any, expected: Any) -> tuple[Any, Any]:
     if policy.name == "ulp":
         finite = np.isfinite(a) & np.isfinite(e)
         units = _ulps(actual, expected)
-        bad = ~same & (~finite | (units > np.uint64(int(policy.max or 0))))
+        bad = ~same & (~finite | (units > np.uint64(int(bound(policy, actual.dtype.name) or 0))))
         return bad, np.where(same, 0.0, np.where(finite, units.astype(np.float64), np.inf))
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: a NaN error, told apart below
         error = np.abs(a - e)
     if policy.name == "nmse":
-        return ~same, np.where(same, 0.0, np.where(np.isfinite(error), error * error, np.inf))
+        with np.errstate(over="ignore"):  # a score only ranks the worst elements; inf ranks first
+            return ~same, np.where(same, 0.0, np.where(np.isfinite(error), error * error, np.inf))
     rtol, atol = tolerances(policy, actual.dtype.name)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(same, 0.0, np.where(np.isfinite(error), error / (atol + rtol * np.abs(e)), np.inf))
@@ -290,16 +297,17 @@ def _judge(policy: Policy, path: str, actual: Any, expected: Any, describe: bool
     a_flat, e_flat = _flat(actual), _flat(expected)
     total = a_flat.size
     worst_score, bad_any = 0.0, False
-    squared_error, squared_expected, non_finite = 0.0, 0.0, 0
+    sums, non_finite = SquareSums(), 0
     nmse = policy.name == "nmse" and actual.dtype.name in FLOAT_DTYPES
+    allowed = (bound(policy, actual.dtype.name) or 0.0) if policy.name in ("nmse", "ulp") else 0.0
     for part in _chunks(total):
         bad, score = _scores(policy, a_flat[part], e_flat[part])
         if nmse:
             a, e = a_flat[part].astype(np.float64), e_flat[part].astype(np.float64)
             finite = np.isfinite(a) & np.isfinite(e)
             non_finite += int(np.count_nonzero(bad & ~finite))
-            squared_error += float(np.sum(np.square(a - e, where=finite, out=np.zeros_like(a))))
-            squared_expected += float(np.sum(np.square(e, where=finite, out=np.zeros_like(e))))
+            sums.add(a[finite], e[finite])
+            bad_any = bad_any or bool(bad.any())
         else:
             bad_any = bad_any or bool(bad.any())
             if score.size:
@@ -307,17 +315,48 @@ def _judge(policy: Policy, path: str, actual: Any, expected: Any, describe: bool
             if bad_any and not describe:
                 break  # pass or fail is all that is asked, and it fails
     if nmse:
-        measured = _nmse(squared_error, squared_expected)
-        passed = non_finite == 0 and measured <= (policy.max or 0.0)
-        used = _fraction(measured, policy.max or 0.0)
+        measured = sums.nmse()
+        # a bound of 0 asks for equal elements: an NMSE too small for float64 (under ~1e-300) is still a difference
+        passed = non_finite == 0 and measured <= allowed and (allowed > 0.0 or not bad_any)
+        used = _fraction(measured, allowed)
     elif policy.name == "ulp" and actual.dtype.name in FLOAT_DTYPES:
-        passed, used = not bad_any, _fraction(worst_score, policy.max or 0.0)
+        passed, used = not bad_any, _fraction(worst_score, allowed)
     else:
         passed, used = not bad_any, (worst_score if policy.name == "allclose" and actual.dtype.name in FLOAT_DTYPES else 0.0)
     shape, dtype = tuple(actual.shape), actual.dtype.name
     if passed or not describe:
         return ArrayFinding(path, shape, dtype, total, passed, used)
     return _describe(policy, path, actual, expected, used)
+
+
+@dataclass
+class SquareSums:
+    """Σ(a-e)² and Σe² over pairs of finite float64 values, each kept as scale² × sum where scale is the largest
+    magnitude of a or e seen so far: every term is then at most 4, so no square under- or overflows wherever in
+    float64's range (subnormals included) the values lie, and the NMSE, their ratio, is exact to rounding."""
+
+    scale: float = 0.0
+    error: float = 0.0  # Σ((a-e)/scale)²
+    expected: float = 0.0  # Σ(e/scale)²
+
+    def add(self, a: Any, e: Any) -> None:
+        import numpy as np
+
+        if not a.size:
+            return
+        top = float(max(np.max(np.abs(a)), np.max(np.abs(e))))
+        if top == 0.0:
+            return  # zeros add nothing to either sum
+        if top > self.scale:
+            shrink = (self.scale / top) ** 2  # a ratio <= 1: it can only underflow, to sums that are negligible anyway
+            self.error, self.expected, self.scale = self.error * shrink, self.expected * shrink, top
+        a_scaled, e_scaled = a / self.scale, e / self.scale
+        difference = a_scaled - e_scaled
+        self.error += float(np.dot(difference, difference))
+        self.expected += float(np.dot(e_scaled, e_scaled))
+
+    def nmse(self) -> float:
+        return _nmse(self.error, self.expected)
 
 
 def _nmse(squared_error: float, squared_expected: float) -> float:
@@ -339,7 +378,7 @@ def _describe(policy: Policy, path: str, actual: Any, expected: Any, used: float
 
     a_flat, e_flat = _flat(actual), _flat(expected)
     total = a_flat.size
-    mismatched, squared_error, squared_expected = 0, 0.0, 0.0
+    mismatched, sums = 0, SquareSums()
     max_abs, max_abs_at, max_rel = -1.0, 0, 0.0
     worst: list[tuple[float, int]] = []  # a min-heap of the WORST highest (score, flat index)
     for part in _chunks(total):
@@ -348,9 +387,8 @@ def _describe(policy: Policy, path: str, actual: Any, expected: Any, used: float
         a, e = a_flat[part].astype(np.float64), e_flat[part].astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             difference = a - e
-            finite = np.isfinite(difference)  # both finite (or an overflow: counted as infinitely off)
-            squared_error += float(np.sum(np.square(difference, where=finite, out=np.zeros_like(a))))
-            squared_expected += float(np.sum(np.square(e, where=finite, out=np.zeros_like(e))))
+            finite = np.isfinite(a) & np.isfinite(e)
+            sums.add(a[finite], e[finite])
             error = np.abs(difference, out=difference)
             error[np.isnan(error)] = np.inf
             error[(a == e) | (np.isnan(a) & np.isnan(e))] = 0.0
@@ -367,9 +405,11 @@ def _describe(policy: Policy, path: str, actual: Any, expected: Any, used: float
             heapq.heappush(worst, entry) if len(worst) < WORST else heapq.heappushpop(worst, entry)
     shown = [_element(actual, expected, -at, score) for score, at in sorted(worst, reverse=True)]
     why = ""
-    measured = _nmse(squared_error, squared_expected)
+    measured = sums.nmse()
+    allowed = (bound(policy, actual.dtype.name) or 0.0) if policy.name == "nmse" else 0.0
     if policy.name == "nmse" and actual.dtype.name in FLOAT_DTYPES and mismatched:
-        why = f"NMSE {measured:.6g} > max {policy.max:g}" if math.isfinite(measured) and measured > (policy.max or 0) else \
+        why = f"NMSE {measured:.6g} > max {allowed:g}" if math.isfinite(measured) and measured > allowed else \
+            f"NMSE {measured:.6g} with max 0: elements differ" if math.isfinite(measured) and allowed == 0.0 else \
             "non-finite values differ"
     return ArrayFinding(path, tuple(actual.shape), actual.dtype.name, total, False, used, mismatched,
                         _element(actual, expected, max_abs_at, 0.0), max(max_abs, 0.0), max_rel, measured,

@@ -3,7 +3,7 @@ comparison and the share of its tolerance a passing one used."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from _vllm_gates.errors import GatesError
 
@@ -49,17 +49,26 @@ def under_policy(policy: Policy, actual: Any, expected: Any) -> Agreement:
 
 
 class ToleranceUsage:
-    """The most of its tolerance any passing comparison of one item used, and the token positions it excused
-    (issue 29 item 4); ``used`` stays None where no policy compared anything."""
+    """The most of its tolerance any passing comparison of one item used, where (``at``: the case or example, the
+    output's path in the result and its dtype), and the token positions it excused (issue 29 item 4; docs/evidence.md);
+    ``used`` stays None where no policy compared anything."""
 
-    __slots__ = ("used", "excused")
+    __slots__ = ("used", "at", "excused")
 
     def __init__(self) -> None:
         self.used: float | None = None
+        self.at: dict[str, str] | None = None
         self.excused = 0
 
-    def note(self, agreement: Agreement) -> None:
+    def note(self, agreement: Agreement, where: str | Callable[[], str] = "") -> None:
+        """A comparison's share used, on ``where`` ("case 'name'", or a callable giving "the generated example ...",
+        rendered only where that comparison is the item's most)."""
         comparison = agreement.comparison
         if agreement.agree and comparison is not None:
+            if self.used is None or comparison.used > self.used or (self.at is None and comparison.arrays):
+                most = max(comparison.arrays, key=lambda found: found.used, default=None)
+                if most is not None:
+                    self.at = {"where": where() if callable(where) else where, "output": most.path, "dtype": most.dtype}
             self.used = max(self.used or 0.0, comparison.used)
             self.excused += comparison.excused
+

@@ -51,6 +51,7 @@ class ItemResult:
     agreed_errors: int = 0  # properties: examples where impl and oracle raised errors that agree
     cause: SkipCause | None = None  # why it was skipped, as data (reports show ``detail``, not this)
     tolerance_used: float | None = None  # a passing item under a policy: the most of its tolerance one comparison used
+    tolerance_at: Mapping[str, str] | None = None  # where: {"where": case or example, "output": path, "dtype": ...}
     excused: int = 0  # the tokens policy: near-tie positions excused
     strength: Mapping[str, Any] | None = None  # the strength item: the tolerance audit's finding (StrengthFinding.to_data)
 
@@ -93,6 +94,7 @@ class GateResult:
     partial: bool = False  # a partial selection ran only some of its items: judged on those, never evidence (issue 25)
     leg_of: str = ""  # the gate whose `upstream:` parity or deviation leg this is ("": a gate as written)
     tolerance_used: float | None = None  # the most of its policy's tolerance its passing cases and examples used (issue 29)
+    tolerance_at: Mapping[str, str] | None = None  # where the most was used (the item's tolerance_at)
     excused: int = 0  # the tokens policy: near-tie positions its cases and examples excused
 
 
@@ -291,7 +293,14 @@ def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[st
         sum(i.values for i in items if i.kind == "properties"),
         sum(i.agreed_errors for i in items if i.kind == "properties"), not_run if executed else (),
         executed=executed and bool(items), run_verdict=first_hand[0], run_reason=first_hand[1], basis=basis,
-        leg_of=gate.leg_of or "", tolerance_used=tolerance_used(items), excused=sum(i.excused for i in items))
+        leg_of=gate.leg_of or "", tolerance_used=tolerance_used(items), tolerance_at=tolerance_at(items),
+        excused=sum(i.excused for i in items))
+
+
+def tolerance_at(items: list[ItemResult]) -> Mapping[str, str] | None:
+    """Where a gate's passing cases and examples used the most of their tolerance (tolerance_used's item's)."""
+    found = [i for i in items if i.kind in ("case", "properties") and i.tolerance_used is not None]
+    return max(found, key=lambda i: i.tolerance_used or 0.0).tolerance_at if found else None
 
 
 def tolerance_used(items: list[ItemResult]) -> float | None:

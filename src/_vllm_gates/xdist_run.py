@@ -42,7 +42,8 @@ def attach(report: pytest.TestReport, identity: ItemIdentity, record: ItemRecord
         payload["record"] = {"checks": record.checks, "rejected_by": record.rejected_by,
                              "harness_error": record.harness_error, "values": record.values,
                              "agreed_errors": record.agreed_errors, "rejected_item": record.rejected_item,
-                             "tolerance_used": record.tolerance_used, "excused": record.excused,
+                             "tolerance_used": record.tolerance_used, "tolerance_at": record.tolerance_at,
+                             "excused": record.excused,
                              "strength": record.strength}
     if cause is not None:
         payload["cause"] = to_data(cause)

@@ -19,7 +19,6 @@ from _vllm_gates.tolerance_audit import (BISECTION_RATIO, NOISE_CEILING, NOISE_F
                                          audit_tolerance, rejects, smallest_rejected)
 from _vllm_gates.wrong_answers import MEAN, NOISE, PERMUTED, ZEROS, wrong_answer
 from tests.harness.test_calls_ahead import _project as calls_ahead_project
-from tests.harness.test_calls_ahead import _pytest
 
 pytestmark = pytest.mark.cpu
 
@@ -35,6 +34,7 @@ def _cases(*expected: np.ndarray) -> list[Sample]:
 
 
 NOISE_1 = "noise of 1% of RMS"
+REL_F32 = "relative noise of 1% in float32"  # the relative noise answer at the gate's strength (above 4x float32's rtol)
 
 
 def _passed(finding: StrengthFinding) -> set[str]:
@@ -47,18 +47,20 @@ def test_a_sane_tolerance_rejects_every_wrong_answer():
     samples = _cases(*(_normal(seed, (4, 64)) for seed in range(3)))
     finding = audit_tolerance(Policy("allclose"), samples, 0.01)
     assert finding.strong and not finding.weak and not finding.unchecked, finding
-    assert [a.rejected_by for a in finding.answers] == ["case 'c0'"] * 4
-    assert finding.summary().startswith("rejects all 4 wrong answers; rejects noise from ")
+    assert [a.rejected_by for a in finding.answers] == ["case 'c0'"] * 5
+    assert finding.summary().startswith("rejects all 5 wrong answers; float32: rejects relative noise from ")
     assert finding.smallest_rejected is not None and finding.smallest_rejected < 1e-4
 
 
 def test_a_tolerance_that_lets_noise_through_is_weak_naming_it():
-    """Values around 10, rtol 5%: noise of 1% of the RMS (about 0.1) passes everywhere; the others do not."""
+    """Values around 10, rtol 5%: noise of 1% of the RMS (about 0.1) and relative noise of 1% pass everywhere; the
+    others do not."""
     samples = _cases(*(_normal(seed, (8, 32), loc=10.0) for seed in range(12)))
     finding = audit_tolerance(Policy("allclose", rtol=0.05, atol=1e-5), samples, 0.01)
-    assert _passed(finding) == {"noise of 1% of RMS"}
+    assert _passed(finding) == {"noise of 1% of RMS", REL_F32}
     assert finding.summary().startswith(
-        "WEAK: noise of 1% of RMS passes allclose (rtol 0.05, atol 1e-05) on all 12 cases; rejects noise from ")
+        "WEAK: noise of 1% of RMS passes allclose (rtol 0.05, atol 1e-05) on all 12 cases; relative noise of 1% in "
+        "float32 passes allclose (rtol 0.05, atol 1e-05) on all 12 cases; float32: rejects relative noise from 0.05")
 
 
 def test_a_declared_strength_sets_the_noise_level_and_is_named():
@@ -71,7 +73,7 @@ def test_a_declared_strength_sets_the_noise_level_and_is_named():
 def test_a_tolerance_that_lets_the_mean_and_a_permutation_through_is_weak_naming_them():
     samples = _cases(*(_normal(seed, (4, 16), loc=10.0, scale=0.3) for seed in range(5)))
     finding = audit_tolerance(Policy("allclose", rtol=0.5, atol=0.0), samples, 0.01)
-    assert _passed(finding) == {MEAN, PERMUTED, "noise of 1% of RMS"}, "zeros are 100% off, the rest well under 50%"
+    assert _passed(finding) == {MEAN, PERMUTED, "noise of 1% of RMS", REL_F32}, "zeros are 100% off, the rest well under 50%"
     assert "the last axis permuted passes allclose (rtol 0.5, atol 0) on all 5 cases" in finding.summary()
 
 
@@ -79,7 +81,7 @@ def test_a_tolerance_wider_than_the_data_lets_everything_through():
     samples = _cases(*(_normal(seed, (3, 5)) for seed in range(2))) + [Sample("the generated example {'n': 3}", "example",
                                                                               (_normal(9, (2, 5)),))]
     finding = audit_tolerance(Policy("allclose", rtol=0.0, atol=100.0), samples, 0.01)
-    assert _passed(finding) == {ZEROS, MEAN, PERMUTED, "noise of 1% of RMS"}
+    assert _passed(finding) == {ZEROS, MEAN, PERMUTED, "noise of 1% of RMS", REL_F32}
     assert "zeros passes allclose (rtol 0, atol 100) on all 2 cases and 1 example" in finding.summary()
     assert finding.smallest_rejected is not None and finding.smallest_rejected > 10
 
@@ -116,7 +118,7 @@ def test_each_output_is_made_wrong_by_itself_so_a_second_output_cannot_hide_a_wi
     rejected in the residual but passes in the normed output, which the audit must name (issue 29 Done-when)."""
     expected = [_normal(1, (4, 64)), (100 * _normal(2, (4, 64))).astype(np.float32)]
     finding = audit_tolerance(Policy("allclose", rtol=1.3e-6, atol=1.0), [Sample("case 'c'", "case", (expected,))], 0.01)
-    assert _passed(finding) == {f"{NOISE_1} in the result[0]"}
+    assert _passed(finding) == {f"{NOISE_1} in the result[0]", f"{REL_F32} in the result[0]"}, finding.summary()
     assert finding.summary().startswith(f"WEAK: {NOISE_1} in the result[0] passes allclose")
     whole = wrong_answer(NOISE, expected, Policy("allclose"), 0, 0.01)
     assert not (abs(whole[1] - expected[1]) <= 1.0).all(), "noise in both outputs at once is rejected by the residual"
@@ -152,8 +154,8 @@ def test_an_all_zero_expectation_has_no_zeros_or_noise_to_try():
     assert wrong_answer(ZEROS, zero, Policy("allclose"), 0, 0.01) is None
     assert wrong_answer(NOISE, zero, Policy("allclose"), 0, 0.01) is None
     finding = audit_tolerance(Policy("allclose"), _cases(zero), 0.01)
-    assert {a.name for a in finding.unchecked} == {ZEROS, MEAN, PERMUTED, "noise of 1% of RMS"}
-    assert finding.smallest_rejected is None and "rejects no noise up to" in finding.summary()
+    assert {a.name for a in finding.unchecked} == {ZEROS, MEAN, PERMUTED, "noise of 1% of RMS", REL_F32}
+    assert finding.smallest_rejected is None and "no noise up to 1000x the RMS" in finding.summary()
 
 
 def test_the_tokens_policy_audits_the_token_ids():
@@ -175,7 +177,7 @@ def test_the_tokens_policy_audits_the_logits_beside_the_ids_and_never_the_margin
     expected = {"tokens": ids, "logits": logits, "top2_margin": np.full((32,), 5.0)}
     sample = [Sample("case 'c'", "case", (expected,))]
     wide = audit_tolerance(Policy("tokens", margin=1e-4, max_excused=0, rtol=1.3e-6, atol=0.5), sample, 0.01)
-    assert _passed(wide) == {f"{NOISE_1} in the result['logits']"}, wide.summary()
+    assert _passed(wide) == {f"{NOISE_1} in the result['logits']", f"{REL_F32} in the result['logits']"}, wide.summary()
     tight = audit_tolerance(Policy("tokens", margin=1e-4, max_excused=0, rtol=1.3e-6, atol=5e-5), sample, 0.01)
     assert tight.strong, tight.summary()
     margins_left = wrong_answer(ZEROS, expected, Policy("tokens", margin=1e-4, max_excused=0), 0, 0.01)
@@ -219,7 +221,9 @@ def test_rejection_grows_with_the_noise_and_the_figure_with_the_tolerance():
 
 def test_a_gate_that_rejects_no_noise_says_so():
     finding = audit_tolerance(Policy("allclose", rtol=0.0, atol=1e9), _cases(_normal(1, (8,))), 0.01)
-    assert finding.smallest_rejected is None and finding.noise_figure() == "rejects no noise up to 1000x the RMS"
+    assert finding.smallest_rejected is None and finding.figures[0].relative is None
+    assert finding.noise_figure() == ("float32: rejects no relative noise up to 1000x each element, no noise up to "
+                                      "1000x the RMS")
 
 
 def test_a_finding_round_trips_as_plain_data():
@@ -328,11 +332,25 @@ def _project(root: Path, compare: str) -> Path:
     return root
 
 
+def _engine_env() -> dict[str, str]:
+    """The environment of a command run in a project: no PYTEST_ADDOPTS, and on the path only the folder of the engine
+    these tests import (the project's own packages, such as its `gates`, must not meet this repository's)."""
+    from _vllm_gates import policies
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(Path(policies.__file__).resolve().parent.parent)
+    return env
+
+
 def _gates(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The `gates` command installed beside this Python, run in the project ``root``."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONPATH")}
-    return subprocess.run([str(Path(sys.executable).parent / "gates"), *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run([str(Path(sys.executable).parent / "gates"), *args], cwd=root, env=_engine_env(),
+                          capture_output=True, text=True, timeout=300)
+
+
+def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *args], cwd=root,
+                          env=_engine_env(), capture_output=True, text=True, timeout=300)
 
 
 def test_gates_audit_shows_a_sane_tolerance_strong_and_a_wide_one_weak(tmp_path):
@@ -341,7 +359,7 @@ def test_gates_audit_shows_a_sane_tolerance_strong_and_a_wide_one_weak(tmp_path)
     sane = _project(tmp_path / "sane", "{policy: allclose}")
     ran = _gates(sane, "audit")
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "tolerance" in ran.stdout and "rejects all 4 wrong answers; rejects noise from " in ran.stdout, ran.stdout
+    assert "tolerance" in ran.stdout and "rejects all 5 wrong answers; float32: rejects relative noise from " in ran.stdout, ran.stdout
 
     wide = _project(tmp_path / "wide", "{policy: allclose, rtol: 0.25, atol: 0.0}")
     ran = _gates(wide, "audit")
@@ -363,7 +381,7 @@ def test_a_run_records_the_strength_audit_in_its_json_and_fails_a_weak_gate(tmp_
     finding = StrengthFinding.from_data(item["strength"])
     assert item["kind"] == "strength" and item["outcome"] == "failed"
     assert finding.cases == 2 and finding.examples == 10 and finding.level == 0.01
-    assert {a.name for a in finding.weak} == {MEAN, PERMUTED, "noise of 1% of RMS"}
+    assert {a.name for a in finding.weak} == {MEAN, PERMUTED, "noise of 1% of RMS", REL_F32}
     assert finding.smallest_rejected is not None and 0.05 < finding.smallest_rejected < 0.5
 
 
@@ -375,4 +393,4 @@ def test_gates_audit_reuses_a_runs_strength_audit_from_evidence(tmp_path):
     audit = _gates(root, "audit", "--evidence", "out/run.json")
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert "from evidence (out/run.json): 1 gate(s) audited there" in audit.stdout, audit.stdout
-    assert "rejects all 4 wrong answers" in audit.stdout and "no usable evidence" not in audit.stdout, audit.stdout
+    assert "rejects all 5 wrong answers; float32: rejects relative noise from" in audit.stdout and "no usable evidence" not in audit.stdout, audit.stdout

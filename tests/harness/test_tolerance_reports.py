@@ -165,8 +165,22 @@ def test_passing_cases_note_the_share_of_tolerance_used():
     usage = ToleranceUsage()
     checks.check_case(rg, _case(EXPECTED), Answers(EXPECTED * (1 + 6e-4)), usage=usage)
     assert usage.used == pytest.approx(0.6, rel=1e-3)
+    assert usage.at == {"where": "case 'rms'", "output": "result", "dtype": "float32"}
     checks.check_case(rg, _case(EXPECTED), Answers(EXPECTED.copy()), usage=usage)
     assert usage.used == pytest.approx(0.6, rel=1e-3), "the most any comparison used"
+    assert usage.at == {"where": "case 'rms'", "output": "result", "dtype": "float32"}
+
+
+def test_the_tolerance_used_names_the_output_and_dtype_that_used_the_most():
+    """A result of two outputs: the list names the one nearer its edge, with its dtype (per-dtype tolerances make
+    the dtype part of the figure)."""
+    rg = ResolvedGate(_gate(Policy("allclose")), impl=None)  # type: ignore[arg-type]
+    wide = EXPECTED.astype(np.float64) * 8
+    expected = {"out": EXPECTED, "wide": wide}
+    usage = ToleranceUsage()
+    checks.check_case(rg, _case(expected), Answers({"out": EXPECTED.copy(), "wide": wide * (1 + 5e-8)}), usage=usage)
+    assert usage.at == {"where": "case 'rms'", "output": "result.wide", "dtype": "float64"}, usage.at
+    assert 0.4 < usage.used < 0.5, "5e-8 of values up to 36 against float64's 1e-7 + 1e-7 |e|"
 
 
 def test_tolerance_used_reaches_the_json_and_junit_reports_and_the_summary(example, monkeypatch):
@@ -191,7 +205,13 @@ def test_tolerance_used_reaches_the_json_and_junit_reports_and_the_summary(examp
     used = {item["name"]: item["tolerance_used"] for item in report["items"]}
     assert used["fp16-page"] == used["properties"] == 0.75
     assert used["negative-heads"] is None and used["audit"] is None, "no value compared under the policy there"
-    assert "used more than half of their tolerance:\n  EXAMPLE-ROW::page-bytes: 75% of its tolerance" in result.out
+    assert gate["tolerance_at"]["output"] == "result" and gate["tolerance_at"]["dtype"] == "float32", gate
+    assert gate["tolerance_at"]["where"] in ("case 'fp16-page'", "case 'bf16-page'") or \
+        gate["tolerance_at"]["where"].startswith("the generated example "), gate
+    assert {item["name"]: item["tolerance_at"] for item in report["items"]}["fp16-page"] == \
+        {"where": "case 'fp16-page'", "output": "result", "dtype": "float32"}
+    assert (f"used more than half of their tolerance:\n  EXAMPLE-ROW::page-bytes: 75% of its tolerance "
+            f"({gate['tolerance_at']['where']}, result (float32))") in result.out, result.out
     cases = {(c.get("classname"), c.get("name")): c for c in ET.parse(junit).getroot().iter("testcase")}
     item = cases[("gates.rows.example.gate.yaml.page-bytes", "fp16-page")]
     assert {p.get("name"): p.get("value") for p in item.iter("property")}["tolerance_used"] == "0.75"
@@ -241,6 +261,19 @@ BAD_POLICIES = [
      ("gates[0].compare.margin", "expected a band in nats > 0, got 0")),
     ("tokens-atol-alone", "policy: tokens\n      margin: 0.1\n      max_excused: 0\n      atol: 1.0e-4", "atol: 1.0e-4",
      ("gates[0].compare.atol", "atol is given without rtol")),
+    ("per-dtype-unknown-dtype", "policy: allclose\n      rtol: {float8: 1.0e-3}\n      atol: {float8: 1.0e-5}",
+     "rtol: {float8", ("gates[0].compare.rtol.float8", "unknown dtype 'float8'", "float16, bfloat16, float32, float64")),
+    ("per-dtype-rtol-number-atol", "policy: allclose\n      rtol: {float16: 2.0e-3}\n      atol: 1.0e-5", "rtol: {float16",
+     ("gates[0].compare.rtol", "rtol is given per dtype and atol as one number for every dtype")),
+    ("per-dtype-unpaired", "policy: allclose\n      rtol: {float16: 2.0e-3, bfloat16: 2.0e-2}\n      atol: {float16: 1.0e-5}",
+     "rtol: {float16", ("gates[0].compare.rtol.bfloat16", "rtol names bfloat16 and atol does not")),
+    ("per-dtype-empty", "policy: allclose\n      rtol: {}\n      atol: {}", "rtol: {}", ("gates[0].compare.rtol", "an empty mapping")),
+    ("per-dtype-nmse-one", "policy: nmse\n      max: {float16: 1.0e-4, bfloat16: 1.5}", "max: {float16",
+     ("gates[0].compare.max.bfloat16", "lets an all-zero answer pass")),
+    ("per-dtype-ulp-not-whole", "policy: ulp\n      max: {float32: 1.5}", "max: {float32",
+     ("gates[0].compare.max.float32", "expected a whole number >= 0, got float 1.5")),
+    ("per-dtype-text", "policy: allclose\n      rtol: {float16: 2e-3}\n      atol: {float16: 1.0e-5}", "rtol: {float16",
+     ("gates[0].compare.rtol.float16", "expected a number, got string '2e-3'")),
 ]
 
 
@@ -265,6 +298,41 @@ def test_a_policy_mapping_loads_beside_the_target_form(example):
     assert gate.policy == Policy("tokens", margin=0.05, max_excused=2, tokens="ids") and gate.compare is None
 
 
+def verdict_of(policy: Policy, actual: Any, expected: Any) -> bool:
+    found = compare_under(policy, actual, expected)
+    assert not found.problem, found.problem
+    return found.passed
+
+
+def test_a_per_dtype_tolerance_loads_and_applies_to_its_dtype_alone(example):
+    """`rtol: {float16: 2.0e-3}` widens float16 alone; float32 keeps torch.testing.assert_close's defaults."""
+    from _vllm_gates.gatefile import load_gate_file
+    from _vllm_gates.policies import PerDtype
+
+    example.edit("    oracle: example_row.oracle:counted_page_bytes\n",
+                 "    oracle: example_row.oracle:counted_page_bytes\n"
+                 "    compare: {policy: allclose, rtol: {float16: 2.0e-3}, atol: {float16: 1.0e-5}}\n")
+    policy = load_gate_file(example.root / GATE_FILE, example.root, None, ("cpu",)).gates[0].policy
+    assert isinstance(policy.rtol, PerDtype) and policy.rtol.values == (("float16", 2e-3),)
+    assert policy.rtol.key == "gates[0].compare.rtol" and policy.rtol.place("float16").line == example.line("rtol: {float16")
+    assert policy.describe() == "allclose (float16: rtol 0.002, atol 1e-05; other dtypes at the per-dtype defaults)"
+    half = np.array([1.0, 2.0, 4.0], dtype=np.float16)
+    assert verdict_of(policy, (half * np.float16(1 + 1.5e-3)).astype(np.float16), half), "1.5e-3 is within float16's 2e-3"
+    assert not verdict_of(Policy("allclose"), (half * np.float16(1 + 1.5e-3)).astype(np.float16), half)
+    single = np.array([1.0, 2.0, 4.0], dtype=np.float32)
+    assert not verdict_of(policy, single * np.float32(1 + 1e-5), single), "float32 keeps its default rtol 1.3e-6"
+
+
+def test_a_per_dtype_bound_that_does_not_name_an_outputs_dtype_is_the_comparisons_error():
+    from _vllm_gates.policies import PerDtype
+
+    policy = Policy("nmse", max=PerDtype((("float16", 1e-4),), "gates[0].compare.max"))
+    found = compare_under(policy, np.ones(3, dtype=np.float32), np.ones(3, dtype=np.float32))
+    assert not found.passed and found.problem == ("result: a float32 array, and the nmse policy's max names no bound for "
+                                                  "float32 (it names float16): give max for every dtype of the gate's outputs")
+    assert compare_under(policy, np.ones(3, dtype=np.float16), np.ones(3, dtype=np.float16)).passed
+
+
 def test_the_schema_accepts_policies_and_refuses_what_the_loader_refuses():
     import json
     from pathlib import Path
@@ -275,10 +343,14 @@ def test_the_schema_accepts_policies_and_refuses_what_the_loader_refuses():
     compare = schema["properties"]["gates"]["items"]["properties"]["compare"]
     good = ["a.b:c", {"policy": "exact"}, {"policy": "allclose", "rtol": 1e-5, "atol": 1e-6, "equal_nan": True},
             {"policy": "nmse", "max": 5e-4}, {"policy": "ulp", "max": 2}, {"policy": "tokens", "margin": 0.05, "max_excused": 2},
-            {"policy": "tokens", "margin": 0.05, "max_excused": 0, "rtol": 1.3e-6, "atol": 5e-5}]
+            {"policy": "tokens", "margin": 0.05, "max_excused": 0, "rtol": 1.3e-6, "atol": 5e-5},
+            {"policy": "allclose", "rtol": {"float16": 2e-3}, "atol": {"float16": 1e-5}},
+            {"policy": "nmse", "max": {"float16": 1e-4, "bfloat16": 7e-5}}, {"policy": "ulp", "max": {"float32": 4}}]
     bad = [{"policy": "closeish"}, {"policy": "allclose", "rtol": -1, "atol": 0}, {"policy": "allclose", "rtol": "1e-5", "atol": 0},
            {"policy": "allclose", "rtol": 0.1}, {"policy": "nmse", "max": 1}, {"policy": "ulp", "max": 1.5},
-           {"policy": "nmse", "max": 1e-3, "rtol": 0.1}, {"policy": "tokens", "margin": 0.05, "max_excused": 0, "atol": 1e-4}]
+           {"policy": "nmse", "max": 1e-3, "rtol": 0.1}, {"policy": "tokens", "margin": 0.05, "max_excused": 0, "atol": 1e-4},
+           {"policy": "allclose", "rtol": {"float8": 1e-3}, "atol": {"float8": 1e-5}}, {"policy": "allclose", "rtol": {}, "atol": {}},
+           {"policy": "nmse", "max": {"float16": 1.5}}, {"policy": "ulp", "max": {"float32": 1.5}}]
     for value in good:
         jsonschema.validate(value, compare)
     for value in bad:

@@ -3,6 +3,7 @@ rejects zeros, the expected mean as a constant, the expected tensor with its las
 and the float16-variance known-bad really differs at a model's size (hidden 4096) under the float16 default."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -127,12 +128,11 @@ def test_rope_oracle_rounds_where_vllm_rounds() -> None:
                 assert np.array_equal(as_bits, oracle.view(as_bits.dtype)), (dtype, neox)
 
 
-def test_rms_norm_widened_to_atol_1_is_weak_naming_the_noise_that_passes(tmp_path):
-    """Issue 29's Done-when: with `atol: 1.0` the rms-norm gate's strength item fails, WEAK, naming the wrong answer
-    that passed (noise of 1% of the RMS, in the plain result and in the fused add's normed output)."""
+def _row_copy(tmp_path: Path, gate_id: str, written: str, widened: str) -> subprocess.CompletedProcess[str]:
+    """This row copied to ``tmp_path`` with gate ``gate_id``'s `compare:` ``written`` replaced by ``widened``, and
+    that gate's strength item run there."""
     import os
     import shutil
-    import subprocess
     import sys
 
     repo = GATE_FILE.parents[3]
@@ -142,14 +142,32 @@ def test_rms_norm_widened_to_atol_1_is_weak_naming_the_noise_that_passes(tmp_pat
          else shutil.copy(source, tmp_path / name))
     gate_file = tmp_path / "gates/rows/layers_norm_rope/gate.yaml"
     text = gate_file.read_text(encoding="utf-8")
-    start = text.index("  - id: rms-norm\n")
-    at = text.index("compare: {policy: allclose}", start)
-    gate_file.write_text(text[:at] + "compare: {policy: allclose, rtol: 1.3e-6, atol: 1.0}"
-                         + text[at + len("compare: {policy: allclose}"):], encoding="utf-8")
-    ran = subprocess.run([sys.executable, "-m", "_vllm_gates.cli", "--root", str(tmp_path), "run", "LAYERS-NORM-ROPE",
-                          "--gate", "rms-norm", "--case", "strength"], capture_output=True, text=True, cwd=tmp_path,
-                         env={**os.environ, "CI": "true"}, timeout=600)
+    start = text.index(f"  - id: {gate_id}\n")
+    at = text.index(written, start)
+    gate_file.write_text(text[:at] + widened + text[at + len(written):], encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "_vllm_gates.cli", "--root", str(tmp_path), "run", "LAYERS-NORM-ROPE",
+                           "--gate", gate_id, "--case", "strength"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "CI": "true"}, timeout=600)
+
+
+def test_rms_norm_widened_to_atol_1_is_weak_naming_the_noise_that_passes(tmp_path):
+    """Issue 29's Done-when: with `atol: 1.0` the rms-norm gate's strength item fails, WEAK, naming the wrong answer
+    that passed (noise of 1% of the RMS, in each dtype, in the plain result and in the fused add's normed output)."""
+    ran = _row_copy(tmp_path, "rms-norm", "compare: {policy: allclose}", "compare: {policy: allclose, rtol: 1.3e-6, atol: 1.0}")
     assert ran.returncode == 1, ran.stdout[-3000:] + ran.stderr[-2000:]
-    assert ("gate rms-norm: WEAK: noise of 1% of RMS passes allclose (rtol 1.3e-06, atol 1) on all 10 cases and "
-            in ran.stdout), ran.stdout[-3000:]
-    assert "noise of 1% of RMS in the result[0] passes allclose (rtol 1.3e-06, atol 1) on all 4 cases" in ran.stdout
+    assert "gate rms-norm: WEAK: noise of 1% of RMS in float32 passes allclose (rtol 1.3e-06, atol 1) on all " \
+        in ran.stdout, ran.stdout[-3000:]
+    assert "noise of 1% of RMS in float16 in the result[0] passes allclose (rtol 1.3e-06, atol 1) on all 2 cases" \
+        in ran.stdout, ran.stdout[-3000:]
+
+
+def test_rms_norm_float16_drawn_at_rtol_half_is_weak_naming_relative_noise(tmp_path):
+    """The row's float16 gate (rtol 2e-3, argued) set to `rtol: 0.5`: its outputs cross zero, so RMS-scaled noise is
+    still rejected where atol alone applies; the relative noise is not, and the strength item names it and the rtol."""
+    ran = _row_copy(tmp_path, "rms-norm-float16-drawn", "compare: {policy: allclose, rtol: 2.0e-3, atol: 1.0e-5}",
+                    "compare: {policy: allclose, rtol: 0.5, atol: 1.0e-5}")
+    assert ran.returncode == 1, ran.stdout[-3000:] + ran.stderr[-2000:]
+    assert "gate rms-norm-float16-drawn: WEAK: relative noise of 1% in float16 passes allclose (rtol 0.5, atol 1e-05) " \
+        "on all 1 case and " in ran.stdout, ran.stdout[-3000:]
+    assert "noise of 1% of RMS passes" not in ran.stdout and "float16: rejects relative noise from 0.5" in ran.stdout, \
+        ran.stdout[-3000:]
