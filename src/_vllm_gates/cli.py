@@ -104,7 +104,8 @@ def cmd_list(args: argparse.Namespace, project: Project) -> int:
                 if gate.milestone == ms.id:
                     props = f", properties x{gate.properties.max_examples}" if gate.properties else ""
                     print(f"    {gate.id}  markers={','.join(gate.markers)}  covers={','.join(gate.covers)}  "
-                          f"cases={len(gate.cases)}{props}, known_bad={len(gate.known_bad)}")
+                          f"cases={len(gate.cases)}{props}, known_bad={len(gate.known_bad)}"
+                          + (f", known_good={len(gate.known_good)}" if gate.known_good else ""))
                     if gate.description:
                         print(f"      {gate.description}")
         if gate_file is None and row.id not in project.broken:
@@ -476,7 +477,7 @@ def parser() -> argparse.ArgumentParser:
                      help="only this gate of the one ROW (repeatable): a partial selection, judged on what it ran; "
                           "no claim is judged")
     run.add_argument("--case", action="append", default=[], metavar="NAME",
-                     help="only this item of the one --gate (repeatable): a named case, properties, known_bad[NAME], audit or strength")
+                     help="only this item of the one --gate (repeatable): a named case, properties, known_bad[NAME], known_good[NAME], audit or strength")
     run.add_argument("--profile", choices=list(PROFILES),
                      help="hypothesis profile: ci (derandomized), dev, thorough (10x examples), deep (50x, a fresh seed "
                           "printed); default: ci when CI is set, else dev")
@@ -511,7 +512,7 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--run", metavar="F", help=f"a run's --json report (default: {DEFAULT_RUN_REPORT} under the project root)")
     report.add_argument("--mutation", metavar="F", help=f"a `gates mutate` report (default: {DEFAULT_MUTATION_REPORT}; "
                                                         "none there: the page says no mutation run)")
-    audit = sub.add_parser("audit", help="show every gate can fail: the wrong-everywhere stand-in and each known-bad")
+    audit = sub.add_parser("audit", help="show every gate can fail (the wrong-everywhere stand-in and each known-bad) and passes each known-good")
     audit.add_argument("rows", nargs="*")
     audit.add_argument("--marker", default="all", help=MARKER_CHOICES_HELP + " (default: all)")
     audit.add_argument("--impl", metavar="NAME", help="the implementation whose worker answers the audit stand-in (default: python)")
