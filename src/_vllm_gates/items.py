@@ -126,7 +126,7 @@ class GateItem(pytest.Item):
         """The headline, then the report of each case or example that rejected the known-good, as the impl's would read."""
         seed = self.config.stash.get(RUN_SEED, None)
         drawn, replay = (seed.drawn(current_profile_name()), seed.replay(current_profile_name())) if seed else ("", "")
-        shown = [_render_mismatch(refusal.mismatch, self.nodeid, drawn, replay) for refusal in error.refusals]
+        shown = [_render_mismatch(_of_known_good(refusal.mismatch), self.nodeid, drawn, replay) for refusal in error.refusals]
         return "\n".join([str(error), *shown])
 
     def _cause_shown(self, cause: BaseException) -> str:
@@ -301,13 +301,15 @@ NUMERIC_LABELS = ("max abs error", "max rel error", "NMSE", "array", "mismatched
 
 
 def numeric_report(mismatch: Mismatch) -> str:
-    """A mismatch's policy findings on one line, the errors first: the max abs and rel errors and NMSE of the first
-    array out of tolerance, then that array (its dtype, shape and tolerance) and how many of its elements; "" where
-    no policy compared (tolerance_report.how_far_off writes the lines)."""
+    """A mismatch's policy findings on one line, the errors first: the max abs and rel errors (and NMSE under the
+    nmse policy) of the first array out of tolerance, then that array (its dtype, shape and tolerance) and how many
+    of its elements; "" where no policy compared (tolerance_report.how_far_off writes the lines)."""
     taken: dict[str, str] = {}
     for label, text in mismatch.lines:
         if label in NUMERIC_LABELS and label not in taken:
             taken[label] = text.split(" at [", 1)[0] if label == "max abs error" else text
+    if not any(label == "policy" and text.startswith("nmse") for label, text in mismatch.lines):
+        taken.pop("NMSE", None)  # another policy's bound is not on it: kept short, the full report follows
     if "array" not in taken and "differs" not in taken:
         return ""
     return "; ".join(taken[label] if label in ("array", "differs") else f"{label} {taken[label]}"
@@ -317,6 +319,12 @@ def numeric_report(mismatch: Mismatch) -> str:
 def _as_known_good(headline: str) -> str:
     """A mismatch's headline, which names the side under check "impl", as said of the known-good."""
     return "the known-good " + headline[len("impl "):] if headline.startswith("impl ") else headline
+
+
+def _of_known_good(mismatch: Mismatch) -> Mismatch:
+    """A mismatch found on a known-good, its side under check called the known-good instead of "impl"."""
+    lines = [("known-good" if label == "impl" else label, text) for label, text in mismatch.lines]
+    return Mismatch(_as_known_good(mismatch.headline), mismatch.where, mismatch.data, lines, mismatch.shrunk)
 
 
 class KnownGoodItem(GateItem):
