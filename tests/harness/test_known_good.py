@@ -61,6 +61,20 @@ def test_a_known_good_the_gate_passes_is_counted_in_the_run_and_the_audit(exampl
     assert "known-good" in audit.out and _audit_line(audit.out).endswith("3/3 rejected  1/1 passed")
 
 
+def test_junit_names_the_known_good_item_and_each_claim_how_many_passed(example):
+    import xml.etree.ElementTree as ET
+
+    _with_known_good(example, "      by-sum: .known_good:page_bytes_by_sum\n")
+    target = example.root / "out" / "junit.xml"
+    ran = example.gates("run", "--junit", str(target))
+    assert ran.code == 0, ran.text
+    cases = ET.parse(target).getroot().findall(".//testcase")
+    assert "known_good[by-sum]" in [c.get("name") for c in cases]
+    claims = [c for c in cases if c.get("name") == "claim[DONE]"]
+    found = [(p.get("name"), p.get("value")) for c in claims for p in c.findall(".//property")]
+    assert found.count(("known_good[page-bytes]", "1/1 passed")) == 2, found
+
+
 def test_the_tables_show_no_known_good_column_where_no_gate_declares_one(example):
     ran, report = example.run_json()
     assert ran.code == 0 and example.gate(report)["known_good_total"] == 0
