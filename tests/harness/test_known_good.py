@@ -173,3 +173,18 @@ def test_the_audit_from_evidence_runs_a_known_good_added_since(example):
     reused = example.gates("audit", "--evidence", str(example.root / "out" / "run.json"))
     assert reused.code == 3, reused.text
     assert RAN_HERE in reused.out and "TOO TIGHT" in reused.out
+
+
+def test_check_independence_names_a_known_good_that_reaches_a_contract_package(example):
+    """A known-good is an implementation of its own: one that imports the impl, even through another module, is
+    named at its entry by `gates check-independence`."""
+    example.edit("[tool.vllm-gates]\n", "[tool.vllm-gates]\nindependence = {example_row = [\"gates\"]}\n", "pyproject.toml")
+    example.write("gates/rows/example/helpers.py", "from example_row.impl import page_bytes\n")
+    example.write("gates/rows/example/leaky.py", "from .helpers import page_bytes\n\n\ndef leaky(block_size, heads, head_size, dtype_bytes):\n"
+                                                  "    return page_bytes(block_size, heads, head_size, dtype_bytes)\n")
+    line = _with_known_good(example, "      by-sum: .known_good:page_bytes_by_sum\n      leaky: .leaky:leaky\n") + 1
+    checked = example.gates("check-independence")
+    assert checked.code == 1, checked.text
+    assert (f"gates/rows/example/gate.yaml:{line}: imports example_row.impl  (contract: known-good leaky of gate "
+            "page-bytes must not import example_row)") in checked.out, checked.out
+    assert "by-sum" not in checked.out and "1 violation(s)" in checked.out
