@@ -1,6 +1,8 @@
-"""The audit: every gate must reject the wrong-everywhere stand-in and each of its known-bads (README, `gates audit`).
+"""The audit: every gate must reject the wrong-everywhere stand-in and each of its known-bads, and pass each of its
+known-goods (README, `gates audit`).
 
-The audit stand-in runs in every gate run as one more item; `gates audit` runs only those items and prints this table.
+The audit stand-in, the known-bads and the known-goods run in every gate run as items; `gates audit` runs only those
+items and prints this table. A gate that rejects a known-good is TOO TIGHT: its known-good item is an ERROR.
 """
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ class AuditLine:
     known_bad_passed: int = 0
     tolerance: str = ""  # a gate with a tolerance: its strength audit's summary (tolerance_audit.py; "" for others)
     tolerance_failed: bool = False  # a wrong answer passed every case and example, or could be derived from none
+    known_good: int = 0  # its known-goods, and how many it passed (one it rejects is an ERROR item: TOO TIGHT)
+    known_good_passed: int = 0
+    known_good_used: float | None = None  # the most of its tolerance a passing known-good used
 
 
 def audit_lines(items: list[ItemResult]) -> list[AuditLine]:
@@ -56,8 +61,11 @@ def audit_lines(items: list[ItemResult]) -> list[AuditLine]:
         else:
             stand_in, state = StandIn.REJECTED, "fails (" + audit[0].detail.split(":")[0] + ")"
         strength = next((i for i in found if i.kind == ItemKind.STRENGTH), None)
+        good = [i for i in found if i.kind == ItemKind.KNOWN_GOOD]
+        used = [i.tolerance_used for i in good if i.outcome == ItemOutcome.PASSED and i.tolerance_used is not None]
         lines.append(AuditLine(row, gate, state, sum(i.outcome == ItemOutcome.PASSED for i in known), len(known), stand_in,
-                               sum(i.outcome == ItemOutcome.FAILED for i in known), *_tolerance(strength)))
+                               sum(i.outcome == ItemOutcome.FAILED for i in known), *_tolerance(strength), len(good),
+                               sum(i.outcome == ItemOutcome.PASSED for i in good), max(used) if used else None))
     return lines
 
 
@@ -85,15 +93,27 @@ STAND_IN_WIDTH = 60  # terminal columns of the stand-in cell; a longer state is 
 TOLERANCE_WIDTH = 70  # terminal columns of the tolerance cell, likewise
 
 
+def known_good_cell(line: AuditLine) -> str:
+    """"1/1 passed (49% of its tolerance)": how many known-goods the gate passed, and the most of its tolerance one
+    used; "-" where the gate has none."""
+    if not line.known_good:
+        return "-"
+    share = line.known_good_used
+    used = "" if share is None else f" ({'under 1%' if 0 < share < 0.01 else f'{share:.0%}'} of its tolerance)"
+    return f"{line.known_good_passed}/{line.known_good} passed{used}"
+
+
 def audit_table(lines: list[AuditLine]) -> str:
     """Fixed-width columns sized to their longest cell (in terminal columns), so no cell runs into the next; a
     stand-in state longer than STAND_IN_WIDTH is cut with "…" in its cell and given whole under the table; the
-    tolerance column (only where a gate has a tolerance) likewise at TOLERANCE_WIDTH."""
+    known-good column only where a gate has a known-good; the tolerance column (only where a gate has a tolerance)
+    likewise cut at TOLERANCE_WIDTH."""
     tolerance = any(line.tolerance for line in lines)
+    good = any(line.known_good for line in lines)
     body = [(line.row, line.gate, line.state, f"{line.rejected}/{line.known_bad} rejected",
-             *([line.tolerance or "-"] if tolerance else [])) for line in lines]
-    out = fixed_width(("row", "gate", "stand-in", "known-bad", *(["tolerance"] if tolerance else [])), body,
-                      {2: STAND_IN_WIDTH, 4: TOLERANCE_WIDTH})
+             *([known_good_cell(line)] if good else []), *([line.tolerance or "-"] if tolerance else [])) for line in lines]
+    out = fixed_width(("row", "gate", "stand-in", "known-bad", *(["known-good"] if good else []),
+                       *(["tolerance"] if tolerance else [])), body, {2: STAND_IN_WIDTH, 4 + good: TOLERANCE_WIDTH})
     cut = [f"{line.row}::{line.gate}: {one_line(line.state)}" for line in lines if display_width(one_line(line.state)) > STAND_IN_WIDTH]
     cut += [f"{line.row}::{line.gate} tolerance: {one_line(line.tolerance)}" for line in lines
             if display_width(one_line(line.tolerance)) > TOLERANCE_WIDTH]

@@ -1,9 +1,11 @@
-"""`gates audit --evidence F`: the audit table from a run that already judged the audit items and known-bads.
+"""`gates audit --evidence F`: the audit table from a run that already judged the audit items, known-bads and
+known-goods.
 
-Every gate run judges each gate's audit stand-in and known-bads as items (README, `gates audit`), so a run's JSON
-report holds the audit. A gate's audit is taken from a report only when that report executed the gate under the
-fingerprint the gate has now, with the implementation audited here, on a real device, and holds its audit item and
-an item for every known-bad the gate declares now; the other gates' items are run (issue 15: nothing twice).
+Every gate run judges each gate's audit stand-in, known-bads and known-goods as items (README, `gates audit`), so a
+run's JSON report holds the audit. A gate's audit is taken from a report only when that report executed the gate
+under the fingerprint the gate has now, with the implementation audited here, on a real device, and holds its audit
+item and an item for every known-bad and known-good the gate declares now; the other gates' items are run (issue 15:
+nothing twice).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from _vllm_gates.project import Project
 from _vllm_gates.verdicts import ItemResult
 
 _ITEM_FIELDS = tuple(f.name for f in fields(ItemResult))
+AUDIT_KINDS = frozenset(kind.value for kind in (ItemKind.AUDIT, ItemKind.KNOWN_BAD, ItemKind.KNOWN_GOOD, ItemKind.STRENGTH))
 
 
 @dataclass(frozen=True)
@@ -35,11 +38,12 @@ class Split:
 
 
 def _audit_items(document: Mapping[str, Any], shown: str) -> dict[tuple[str, str], list[ItemResult]]:
-    """The audit and known-bad items of a run report, by (row, gate); EvidenceError when a record is malformed."""
+    """The audit, known-bad, known-good and strength items of a run report, by (row, gate); EvidenceError when a
+    record is malformed."""
     found: dict[tuple[str, str], list[ItemResult]] = {}
     try:
         for item in document["items"]:
-            if item["kind"] in (ItemKind.AUDIT.value, ItemKind.KNOWN_BAD.value, ItemKind.STRENGTH.value):
+            if item["kind"] in AUDIT_KINDS:
                 result = ItemResult(**{name: item[name] for name in _ITEM_FIELDS if name in item})
                 result = replace(result, outcome=ItemOutcome(result.outcome))
                 found.setdefault((result.row, result.gate), []).append(result)
@@ -49,7 +53,8 @@ def _audit_items(document: Mapping[str, Any], shown: str) -> dict[tuple[str, str
 
 
 def _wanted(gate: Gate) -> set[str]:
-    return {"audit", *(f"known_bad[{kb.name}]" for kb in gate.known_bad), *(["strength"] if has_tolerance(gate.policy) else [])}
+    return {"audit", *(f"known_bad[{kb.name}]" for kb in gate.known_bad), *(f"known_good[{kg.name}]" for kg in gate.known_good),
+            *(["strength"] if has_tolerance(gate.policy) else [])}
 
 
 def selected_gates(project: Project, rows: list[str], markexpr: str) -> list[tuple[GateFile, Gate]]:

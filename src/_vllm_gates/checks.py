@@ -1,4 +1,5 @@
-"""Run a gate's checks in the judge: named cases, properties (hypothesis), and the rejection of known-bads.
+"""Run a gate's checks in the judge: named cases, properties (hypothesis), the rejection of known-bads and the
+passing of known-goods.
 
 The impl, the oracle and the known-bads are Subjects: calls answered by worker processes in plain data
 (docs/worker-protocol.md). Only compare functions and strategies, the gate's own code, run here.
@@ -263,6 +264,7 @@ class ResolvedGate:
     compare: Callable[[Any, Any], bool] | None = None
     strategy: Callable[[], Any] | None = None
     known_bad: Mapping[str, Subject] = field(default_factory=dict)
+    known_good: Mapping[str, Subject] = field(default_factory=dict)
     audit: Subject | None = None
     oracle_memo: dict[str, Outcome] = field(default_factory=dict, compare=False, repr=False)
     not_implemented: NotImplementedBy | None = None  # the judged implementation does not provide the gate's operation
@@ -640,3 +642,48 @@ def hunt(rg: ResolvedGate, stand_in: Subject, settings_for: Callable[..., Any], 
             return checks + 1, Rejection(checks + 1, "properties", f"{mismatch.headline}: {render_value(mismatch.data)}",
                                                   "properties")
     return checks, None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Where a gate rejected a known-good: a case (its name) or "properties", and the mismatch it raised there."""
+
+    item: str
+    mismatch: Mismatch
+
+
+@dataclass
+class GoodRun:
+    """A known-good judged as the impl is: the checks made, the most of its tolerance a passing comparison used,
+    and every case (and the properties) that rejected it."""
+
+    checks: int = 0
+    used: float | None = None
+    refusals: list[Refusal] = field(default_factory=list)
+
+
+def judge_known_good(rg: ResolvedGate, good: Subject, settings_for: Callable[..., Any], max_examples: int,
+                     seed: int | None = None) -> GoodRun:
+    """Every case and the properties on a known-good, exactly as on the impl: the same comparisons and, with the
+    gate's ``seed``, the same generated examples (shrunk where one fails, as the impl's would be); unlike a hunt it
+    does not stop at the first rejection, so the report names every case that rejects it."""
+    found = GoodRun()
+    usage = ToleranceUsage()
+    for case in rg.gate.cases:
+        try:
+            found.checks += check_case(rg, case, good, check_oracle=False, usage=usage)
+        except Mismatch as mismatch:
+            found.checks += 1
+            found.refusals.append(Refusal(case.name, mismatch))
+    found.used = usage.used
+    if rg.gate.properties is not None:
+        try:
+            tally = run_properties(rg, good, settings_for, max_examples, seed=seed)
+        except Mismatch as mismatch:
+            found.checks += 1
+            found.refusals.append(Refusal("properties", mismatch))
+        else:
+            found.checks += tally.examples
+            if tally.usage.used is not None:
+                found.used = max(found.used or 0.0, tally.usage.used)
+    return found

@@ -25,6 +25,7 @@ except KeyboardInterrupt:
 
 if TYPE_CHECKING:
     from _vllm_gates.evidence import GateEvidence
+    from _vllm_gates.independence import Violation
     from _vllm_gates.mutation_claims import MutationEvidence
 
 MARKER_CHOICES_HELP = "a marker of the project ([tool.vllm-gates] markers), or all"
@@ -104,7 +105,8 @@ def cmd_list(args: argparse.Namespace, project: Project) -> int:
                 if gate.milestone == ms.id:
                     props = f", properties x{gate.properties.max_examples}" if gate.properties else ""
                     print(f"    {gate.id}  markers={','.join(gate.markers)}  covers={','.join(gate.covers)}  "
-                          f"cases={len(gate.cases)}{props}, known_bad={len(gate.known_bad)}")
+                          f"cases={len(gate.cases)}{props}, known_bad={len(gate.known_bad)}"
+                          + (f", known_good={len(gate.known_good)}" if gate.known_good else ""))
                     if gate.description:
                         print(f"      {gate.description}")
         if gate_file is None and row.id not in project.broken:
@@ -449,10 +451,24 @@ def cmd_upstream_drift(args: argparse.Namespace, project: Project) -> int:
     return ExitCode.CLAIM_NOT_MET if args.check and report.drifted else ExitCode.OK
 
 
+def known_goods_independent(project: Project) -> list[Violation]:
+    """The known-goods' imports of a contract's package (independence.known_good_violations); the rows whose gate
+    files do not load are named on stderr, their known-goods unchecked."""
+    from _vllm_gates.independence import known_good_violations
+    from _vllm_gates.sources import import_graph
+
+    if project.broken:
+        print(f"known-goods not checked in {', '.join(sorted(project.broken))}: the gate file does not load (see gates list)",
+              file=sys.stderr)
+    packages = [package for package, _ in project.config.independence]
+    return known_good_violations(import_graph(project.config), project.gate_files, packages)
+
+
 def cmd_check_independence(args: argparse.Namespace, project: Project) -> int:
     from _vllm_gates.independence import violations
 
     found, files = violations(project.config.root, dict(project.config.independence))
+    found += known_goods_independent(project)
     contracts = "; ".join(f"{pkg} imports none of {', '.join(forbidden)}" for pkg, forbidden in project.config.independence)
     for violation in found:
         print(f"{violation}  (contract: {violation.package} must not import {violation.imported.split('.')[0]})")
@@ -478,7 +494,7 @@ def parser() -> argparse.ArgumentParser:
                      help="only this gate of the one ROW (repeatable): a partial selection, judged on what it ran; "
                           "no claim is judged")
     run.add_argument("--case", action="append", default=[], metavar="NAME",
-                     help="only this item of the one --gate (repeatable): a named case, properties, known_bad[NAME], audit or strength")
+                     help="only this item of the one --gate (repeatable): a named case, properties, known_bad[NAME], known_good[NAME], audit or strength")
     run.add_argument("--profile", choices=list(PROFILES),
                      help="hypothesis profile: ci (derandomized), dev, thorough (10x examples), deep (50x, a fresh seed "
                           "printed); default: ci when CI is set, else dev")
@@ -513,7 +529,7 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--run", metavar="F", help=f"a run's --json report (default: {DEFAULT_RUN_REPORT} under the project root)")
     report.add_argument("--mutation", metavar="F", help=f"a `gates mutate` report (default: {DEFAULT_MUTATION_REPORT}; "
                                                         "none there: the page says no mutation run)")
-    audit = sub.add_parser("audit", help="show every gate can fail: the wrong-everywhere stand-in and each known-bad")
+    audit = sub.add_parser("audit", help="show every gate can fail (the wrong-everywhere stand-in and each known-bad) and passes each known-good")
     audit.add_argument("rows", nargs="*")
     audit.add_argument("--marker", default="all", help=MARKER_CHOICES_HELP + " (default: all)")
     audit.add_argument("--impl", metavar="NAME", help="the implementation whose worker answers the audit stand-in (default: python)")

@@ -6,12 +6,12 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping, TypeVar
 
 from _vllm_gates.agreement import disagreements
 from _vllm_gates.case_tensors import CaseTensors
 from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
-from _vllm_gates.model import BrokenGate, Case, Gate, GateFile, KnownBad, Operation, Properties, Raises, Roadmap, Row, TargetRef
+from _vllm_gates.model import BrokenGate, Case, Gate, GateFile, KnownBad, KnownGood, Operation, Properties, Raises, Roadmap, Row, TargetRef
 from _vllm_gates.operations import OPERATION_NAME, load_operations, operations_path
 from _vllm_gates.patterns import files_matching, pattern_parts
 from _vllm_gates.policies import TOLERANCE_POLICIES, Policy, read_policy
@@ -21,6 +21,8 @@ from _vllm_gates.config import is_absolute, outside_root
 from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.upstream_legs import ORACLE_ONLY, CaseRoute, LegParts, case_route, legs
 from _vllm_gates.yamlsource import YList, YMap, file_kind, load_yaml, location_of
+
+Known = TypeVar("Known", KnownBad, KnownGood)
 
 GATE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -32,8 +34,8 @@ FILE_KEYS_OPTIONAL = {"sources", "notes", "parts"}
 PART_KEYS_REQUIRED, PART_KEYS_OPTIONAL = {"row", "gates"}, {"milestone", "notes"}  # a part file (`parts:`)
 PART_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.ya?ml$")  # a file in the row's folder
 GATE_KEYS_REQUIRED = {"id", "milestone", "covers", "markers"}  # and exactly one of `impl` or `operation`
-GATE_KEYS_OPTIONAL = {"impl", "operation", "oracle", "build", "compare", "cases", "properties", "known_bad", "description",
-                      "timeout", "upstream", "strength"}
+GATE_KEYS_OPTIONAL = {"impl", "operation", "oracle", "build", "compare", "cases", "properties", "known_bad", "known_good",
+                      "description", "timeout", "upstream", "strength"}
 CASE_KEYS = {"input", "expect", "raises", "note", "upstream"}
 
 
@@ -189,34 +191,61 @@ def _properties(reader: GateReader, gate: YMap, key: str, has_oracle: bool, oper
     return Properties(strategy, max_examples, where, float(share)) if strategy else None
 
 
-def _known_bad(reader: GateReader, gate: YMap, key: str, operation: str | None = None) -> list[KnownBad]:
-    """`name: target` entries; with `operation:`, a list of names is `.OPERATION:name` each (dashes as underscores)."""
-    if "known_bad" not in gate:
+def _known(reader: GateReader, gate: YMap, key: str, field: str, make: Callable[[str, TargetRef, Location], Known],
+           operation: str | None = None) -> list[Known]:
+    """`name: target` entries of `known_bad:` or `known_good:` (``field``), each made by ``make``; with `operation:`,
+    a list of names is `.OPERATION:name` each (dashes as underscores)."""
+    if field not in gate:
         return []
-    if isinstance(gate["known_bad"], YList) and operation is not None and reader.anchor is not None:
-        return _known_bad_by_convention(reader, gate["known_bad"], key, operation)
-    body = reader.mapping(gate["known_bad"], f"{key}.known_bad", location_of(gate, "known_bad"))
+    label = field.replace("_", "-")
+    if isinstance(gate[field], YList) and operation is not None and reader.anchor is not None:
+        return _known_by_convention(reader, gate[field], f"{key}.{field}", label, make, operation)
+    body = reader.mapping(gate[field], f"{key}.{field}", location_of(gate, field))
     out = []
     for name in body or {}:
-        kb_key = f"{key}.known_bad.{name}"
+        entry_key = f"{key}.{field}.{name}"
         if not isinstance(name, str) or not CASE_NAME.match(name):
-            reader.problem(location_of(body, name), kb_key, f"known-bad name {show(name)} must match {CASE_NAME.pattern}")
+            reader.problem(location_of(body, name), entry_key, f"{label} name {show(name)} must match {CASE_NAME.pattern}")
             continue
-        target = _target(reader, body, name, kb_key)
+        target = _target(reader, body, name, entry_key)
         if target:
-            out.append(KnownBad(name, target, location_of(body, name)))
+            out.append(make(name, target, location_of(body, name)))
     return out
 
 
-def _known_bad_by_convention(reader: GateReader, names: YList, key: str, operation: str) -> list[KnownBad]:
-    out: list[KnownBad] = []
+def _known_by_convention(reader: GateReader, names: YList, key: str, label: str,
+                         make: Callable[[str, TargetRef, Location], Known], operation: str) -> list[Known]:
+    out: list[Known] = []
     for index, name in enumerate(names):
         where = location_of(names, index)
-        if not isinstance(name, str) or not CASE_NAME.match(name) or name in (kb.name for kb in out):
-            reader.problem(where, f"{key}.known_bad[{index}]", f"known-bad name {show(name)} must match {CASE_NAME.pattern} "
-                                                               "and be listed once")
+        if not isinstance(name, str) or not CASE_NAME.match(name) or name in (entry.name for entry in out):
+            reader.problem(where, f"{key}[{index}]", f"{label} name {show(name)} must match {CASE_NAME.pattern} "
+                                                     "and be listed once")
             continue
-        out.append(KnownBad(name, by_convention(reader, operation, name, where), where))  # type: ignore[arg-type]
+        out.append(make(name, by_convention(reader, operation, name, where), where))  # type: ignore[arg-type]
+    return out
+
+
+def _known_bad(reader: GateReader, gate: YMap, key: str, operation: str | None = None) -> list[KnownBad]:
+    return _known(reader, gate, key, "known_bad", KnownBad, operation)
+
+
+def _known_good(reader: GateReader, gate: YMap, key: str, known_bad: list[KnownBad], operation: str | None = None) -> list[KnownGood]:
+    """The gate's known-goods; one that is also a known-bad, by name or by target, is a problem at its entry: the
+    gate would have to both pass and reject it."""
+    out = []
+    for good in _known(reader, gate, key, "known_good", KnownGood, operation):
+        same_name = next((bad for bad in known_bad if bad.name == good.name), None)
+        same_target = next((bad for bad in known_bad if (bad.target.module, bad.target.attribute)
+                            == (good.target.module, good.target.attribute)), None)
+        if same_name is not None or same_target is not None:
+            bad = same_name or same_target
+            why = "the same name" if same_name is not None else f"the same target {good.target.module}:{good.target.attribute}"
+            reader.problem(good.location, f"{key}.known_good.{good.name}",
+                           f"known-good {show(good.name)} is also known-bad {show(bad.name)} ({why}, at {bad.location}): "  # type: ignore[union-attr]
+                           "the gate cannot both pass and reject one implementation")
+            continue
+        out.append(good)
     return out
 
 
@@ -300,6 +329,7 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> tupl
                                                                               "no `upstream:` reference")
     properties = _properties(reader, body, key, has_oracle, operation)
     known_bad = _known_bad(reader, body, key, operation)
+    known_good = _known_good(reader, body, key, known_bad, operation)
     if not cases and properties is None:
         reader.problem(location_of(body, "cases") if "cases" in body else body.location, key,
                        "a gate needs at least one case or `properties`: otherwise it checks nothing")
@@ -310,7 +340,7 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> tupl
         return None, []
     gate = Gate(gate_id, body.location, milestone, tuple(covers), tuple(markers), impl, oracle, build_impl,
                 build_oracle, compare, tuple(cases), properties, tuple(known_bad), description, timeout, operation,
-                policy=policy, strength=strength)
+                policy=policy, strength=strength, known_good=tuple(known_good))
     if "upstream" not in body:
         return gate, []
     parts = LegParts(_target, _properties, context.declared, context.spec)

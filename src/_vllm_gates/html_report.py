@@ -84,7 +84,10 @@ def _gate(gate: dict[str, Any], items: list[dict[str, Any]]) -> str:
     seconds = sum(_number(i.get("duration")) for i in items)
     counts = (f'cases {int(_number(gate.get("cases_passed")))}/{int(_number(gate.get("cases_total")))}, '
               f'examples {int(_number(gate.get("examples")))}, known-bad {int(_number(gate.get("known_bad_rejected")))}/'
-              f'{int(_number(gate.get("known_bad_total")))}, {int(_number(gate.get("checks")))} checks, {seconds:.2f} s')
+              f'{int(_number(gate.get("known_bad_total")))}, '
+              + (f'known-good {int(_number(gate.get("known_good_passed")))}/{int(_number(gate.get("known_good_total")))}, '
+                 if _number(gate.get("known_good_total")) else "")
+              + f'{int(_number(gate.get("checks")))} checks, {seconds:.2f} s')
     rows = "".join(f'<tr><td>{_text(i.get("name"))}</td><td>{_text(i.get("kind"))}</td><td>{_text(i.get("outcome"))}</td>'
                    f'<td>{_number(i.get("duration")):.3f}</td><td>{_text(i.get("detail"))}</td></tr>'
                    for i in items[:MAX_ITEMS_PER_GATE])

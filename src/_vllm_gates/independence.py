@@ -1,4 +1,5 @@
-"""Independence contracts (`[tool.vllm-gates] independence`): a package never imports the packages it must not.
+"""Independence contracts (`[tool.vllm-gates] independence`): a package never imports the packages it must not, and
+a gate's known-good imports none of the contracts' packages (docs/gate-files.md, "Known-goods").
 
 By default `impl` imports neither `oracles` nor `gates`, and `oracles` neither `impl` nor `gates`. Every import
 form counts: `import a.b`, `from a import b`, relative imports (resolved against the file's package, including
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from _vllm_gates.imports import imports_in, module_of
+from _vllm_gates.model import GateFile
+from _vllm_gates.sources import ImportGraph, target_modules
 
 
 @dataclass(frozen=True, order=True)
@@ -42,3 +45,20 @@ def violations(root: Path, packages: Mapping[str, Iterable[str]]) -> tuple[list[
                 if imported.name.split(".")[0] in forbidden:
                     found.append(Violation(path.relative_to(root).as_posix(), imported.line, imported.name, package))
     return sorted(set(found)), files
+
+
+def known_good_violations(graph: ImportGraph, gate_files: Iterable[GateFile], packages: Iterable[str]) -> list[Violation]:
+    """A known-good is an implementation of its own: neither its module nor any project module that it imports,
+    directly or not, may belong to a contract's package (the impl, the oracles, upstream). One violation per
+    known-good and package, at the known-good's entry, naming the deepest such module it reaches."""
+    forbidden = frozenset(packages)
+    found: list[Violation] = []
+    for gate_file in gate_files:
+        for gate in gate_file.gates:
+            for good in gate.known_good:
+                reached = graph.closure(target_modules([good.target]))
+                for package in sorted(forbidden & {name.split(".")[0] for name in reached}):
+                    deepest = max((name for name in reached if name.split(".")[0] == package), key=lambda n: (n.count("."), n))
+                    found.append(Violation(good.location.path, good.location.line, deepest,
+                                           f"known-good {good.name} of gate {gate.id}"))
+    return sorted(found)

@@ -1,4 +1,5 @@
-"""pytest items of a gate: its named cases, its properties, its known-bads, the audit stand-in, definition errors.
+"""pytest items of a gate: its named cases, its properties, its known-bads and known-goods, the audit stand-in,
+definition errors.
 
 Each item leaves a typed record of what it checked in ``item.stash``; the plugin reads it with the report.
 """
@@ -13,7 +14,7 @@ import pytest
 from _vllm_gates import checks
 from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate, Subject
 from _vllm_gates.errors import DefinitionError, GatesError, Problem
-from _vllm_gates.model import Case, KnownBad
+from _vllm_gates.model import Case, KnownBad, KnownGood
 from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
 from _vllm_gates.implementations import PYTHON
 from _vllm_gates.render import render_case, render_value
@@ -27,6 +28,7 @@ class ItemKind(str, Enum):
     CASE = "case"
     PROPERTIES = "properties"
     KNOWN_BAD = "known_bad"
+    KNOWN_GOOD = "known_good"
     AUDIT = "audit"
     STRENGTH = "strength"
     DEFINITION = "definition"
@@ -109,6 +111,8 @@ class GateItem(pytest.Item):
                                     seed.replay(current_profile_name()) if seed else "")
         if isinstance(error, (KnownBadPassed, ToleranceTooWide)):
             return str(error)
+        if isinstance(error, TooTight):
+            return self._too_tight_shown(error)
         if isinstance(error, DefinitionError):
             return "\n".join(f"definition error: {p}" for p in error.problems)
         if isinstance(error, GateBroken):
@@ -118,6 +122,13 @@ class GateItem(pytest.Item):
                 text += "\n" + self._cause_shown(cause)
             return text
         return super().repr_failure(excinfo, style=style)
+
+    def _too_tight_shown(self, error: TooTight) -> str:
+        """The headline, then the report of each case or example that rejected the known-good, as the impl's would read."""
+        seed = self.config.stash.get(RUN_SEED, None)
+        drawn, replay = (seed.drawn(current_profile_name()), seed.replay(current_profile_name())) if seed else ("", "")
+        shown = [_render_mismatch(_of_known_good(refusal.mismatch), self.nodeid, drawn, replay) for refusal in error.refusals]
+        return "\n".join([str(error), *shown])
 
     def _cause_shown(self, cause: BaseException) -> str:
         """pytest's short traceback of what broke the gate; Python's own where pytest cannot render a frame (an
@@ -278,6 +289,72 @@ class StrengthItem(GateItem):
         return record
 
 
+class TooTight(GatesError):
+    """The gate rejected a known-good implementation: it cannot tell a legitimate port from a broken one. The gate's
+    problem, never the implementation's: the item is an ERROR (docs/gate-files.md, "Known-goods")."""
+
+    def __init__(self, headline: str, refusals: list[checks.Refusal]):
+        super().__init__(headline)
+        self.refusals = refusals
+
+
+NUMERIC_LABELS = ("max abs error", "max rel error", "NMSE", "array", "mismatched", "differs")  # in the order shown
+
+
+def numeric_report(mismatch: Mismatch) -> str:
+    """A mismatch's policy findings on one line, the errors first: the max abs and rel errors (and NMSE under the
+    nmse policy) of the first array out of tolerance, then that array (its dtype, shape and tolerance) and how many
+    of its elements; "" where no policy compared (tolerance_report.how_far_off writes the lines)."""
+    taken: dict[str, str] = {}
+    for label, text in mismatch.lines:
+        if label in NUMERIC_LABELS and label not in taken:
+            taken[label] = text.split(" at [", 1)[0] if label == "max abs error" else text
+    if not any(label == "policy" and text.startswith("nmse") for label, text in mismatch.lines):
+        taken.pop("NMSE", None)  # another policy's bound is not on it: kept short, the full report follows
+    if "array" not in taken and "differs" not in taken:
+        return ""
+    return "; ".join(taken[label] if label in ("array", "differs") else f"{label} {taken[label]}"
+                     for label in NUMERIC_LABELS if label in taken)
+
+
+def _as_known_good(headline: str) -> str:
+    """A mismatch's headline, which names the side under check "impl", as said of the known-good."""
+    return "the known-good " + headline[len("impl "):] if headline.startswith("impl ") else headline
+
+
+def _of_known_good(mismatch: Mismatch) -> Mismatch:
+    """A mismatch found on a known-good, its side under check called the known-good instead of "impl"."""
+    lines = [("known-good" if label == "impl" else label, text) for label, text in mismatch.lines]
+    return Mismatch(_as_known_good(mismatch.headline), mismatch.where, mismatch.data, lines, mismatch.shrunk)
+
+
+class KnownGoodItem(GateItem):
+    """Passes when the gate passes the known-good on every case and generated example, judged as the impl is; an
+    ERROR, TOO TIGHT, naming the case or example and the error it saw, otherwise."""
+
+    kind = ItemKind.KNOWN_GOOD
+
+    def __init__(self, *, resolved: ResolvedGate, label: str, good: Subject, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.resolved, self.label, self.good = resolved, label, good
+
+    def run_checks(self) -> ItemRecord:
+        props = self.resolved.gate.properties
+        budget = effective_max_examples(props.max_examples) if props else 0
+        seed = self.config.stash.get(RUN_SEED, None)
+        found = checks.judge_known_good(self.resolved, self.good, settings_for, budget,
+                                        seed=seed.for_gate(self.identity.row, self.identity.gate) if seed else None)
+        if not found.refusals:
+            return ItemRecord(found.checks, tolerance_used=found.used)
+        self.stash[RECORD] = ItemRecord(found.checks, harness_error=True)
+        first = found.refusals[0]
+        where = f"case {first.item!r}" if first.item != "properties" else "a generated example"
+        more = f" (and {len(found.refusals) - 1} more: {', '.join(r.item for r in found.refusals[1:])})" if found.refusals[1:] else ""
+        seen = numeric_report(first.mismatch) or _as_known_good(first.mismatch.headline)
+        raise TooTight(f"{self.resolved.gate.location.path}:{self.identity.line}: TOO TIGHT: gate {self.resolved.gate.id} "
+                       f"rejects known-good {self.label} on {where}{more}: {seen}", found.refusals)
+
+
 class DefinitionErrorItem(GateItem):
     """Stands for a file or gate that did not load, so its row reports ERROR while other rows still run."""
 
@@ -295,3 +372,9 @@ def known_bad_items(parent: pytest.Collector, resolved: ResolvedGate, common: di
     return [KnownBadItem.from_parent(parent, name=f"known_bad[{kb.name}]", resolved=resolved, label=kb.name,
                                      stand_in=resolved.known_bad[kb.name], **{**common, "line": kb.location.line})
             for kb in entries]
+
+
+def known_good_items(parent: pytest.Collector, resolved: ResolvedGate, common: dict[str, Any], entries: tuple[KnownGood, ...]) -> list[KnownGoodItem]:
+    return [KnownGoodItem.from_parent(parent, name=f"known_good[{kg.name}]", resolved=resolved, label=kg.name,
+                                      good=resolved.known_good[kg.name], **{**common, "line": kg.location.line})
+            for kg in entries]

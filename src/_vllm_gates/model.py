@@ -78,8 +78,17 @@ class KnownBad:
 
 
 @dataclass(frozen=True)
+class KnownGood:
+    """A legitimate implementation, other than the impl, that the gate must pass: a gate rejecting it is too tight."""
+
+    name: str
+    target: TargetRef
+    location: Location
+
+
+@dataclass(frozen=True)
 class Gate:
-    """One gate of a row: an impl checked against cases, an oracle and known-bad stand-ins."""
+    """One gate of a row: an impl checked against cases, an oracle, known-bad stand-ins and known-good ones."""
 
     id: str
     location: Location
@@ -101,6 +110,7 @@ class Gate:
     deviations: tuple[str, ...] = ()  # a deviation leg: the declared deviations (spec/deviations.yaml) it checks
     policy: Policy | None = None  # `compare: {policy: ...}`: how arrays in results are compared (policies.py, issue 29)
     strength: float | None = None  # `strength:`: the noise (share of the RMS) the tolerance audit adds (tolerance_audit.py)
+    known_good: tuple[KnownGood, ...] = ()  # `known_good:`: implementations the gate must pass (docs/gate-files.md)
 
     def targets(self) -> list[TargetRef]:
         """Every target the gate names, for resolution at collection."""
@@ -108,6 +118,7 @@ class Gate:
         if self.properties:
             found.append(self.properties.strategy)
         found.extend(kb.target for kb in self.known_bad)
+        found.extend(kg.target for kg in self.known_good)
         return [t for t in found if t is not None]
 
 

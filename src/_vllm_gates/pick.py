@@ -23,10 +23,11 @@ def _unknown(flag: str, value: str, what: str, known: list[str]) -> PickError:
 
 
 def item_names(gate: Gate) -> list[str]:
-    """The names of a gate's items, as pytest's node ids end: its cases, properties, known_bad[NAME], audit, and
-    strength for a gate whose policy has a tolerance."""
+    """The names of a gate's items, as pytest's node ids end: its cases, properties, known_bad[NAME],
+    known_good[NAME], audit, and strength for a gate whose policy has a tolerance."""
     return ([case.name for case in gate.cases] + (["properties"] if gate.properties is not None else [])
-            + [f"known_bad[{entry.name}]" for entry in gate.known_bad] + ["audit"]
+            + [f"known_bad[{entry.name}]" for entry in gate.known_bad] + [f"known_good[{entry.name}]" for entry in gate.known_good]
+            + ["audit"]
             + (["strength"] if has_tolerance(gate.policy) else []))
 
 

@@ -23,7 +23,7 @@ from _vllm_gates.mutation_claims import MutationEvidence, load_mutation_evidence
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run, not_started, pointer
 from _vllm_gates.implementations import PYTHON, Implementation
-from _vllm_gates.items import RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, StrengthItem, known_bad_items, link_runs
+from _vllm_gates.items import RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, StrengthItem, known_bad_items, known_good_items, link_runs
 from _vllm_gates.model import Gate, GateFile, TargetRef
 from _vllm_gates.policies import has_tolerance
 from _vllm_gates.outcomes import NotImplementedBy, RequirementUnmet
@@ -251,9 +251,9 @@ def _targets_by_role(gate_file: GateFile, unrunnable: frozenset[str] = frozenset
         for key, ref in ((f"gate {gate.id}.oracle", gate.oracle), (f"gate {gate.id}.build", gate.build_oracle)):
             if ref is not None:
                 found["oracle"].append((key, ref, None))
-        for entry in gate.known_bad:
-            found["known-bad"].append((f"gate {gate.id}.known_bad.{entry.name}", entry.target, gate.impl))
-        if gate.build_impl is not None and gate.known_bad:
+        for what, entries in (("known_bad", gate.known_bad), ("known_good", gate.known_good)):  # one worker for both
+            found["known-bad"] += [(f"gate {gate.id}.{what}.{entry.name}", entry.target, gate.impl) for entry in entries]
+        if gate.build_impl is not None and (gate.known_bad or gate.known_good):
             found["known-bad"].append((f"gate {gate.id}.build", gate.build_impl, None))
     return found
 
@@ -368,11 +368,12 @@ def _resolve_gate(run: GateRun, gate_file: GateFile, gate: Gate, operations: fro
         compare=own(gate.compare, "compare"),
         strategy=own(gate.properties.strategy if gate.properties else None, "properties.strategy"),
         known_bad={kb.name: subject("known-bad", kb.target, gate.build_impl, f"known-bad {kb.name}") for kb in gate.known_bad},
+        known_good={kg.name: subject("known-bad", kg.target, gate.build_impl, f"known-good {kg.name}") for kg in gate.known_good},
         audit=audit, not_implemented=missing)
 
 
 class GateNode(pytest.Collector):
-    """One gate: its named cases, its properties, its known-bad entries and the audit stand-in."""
+    """One gate: its named cases, its properties, its known-bad and known-good entries and the audit stand-in."""
 
     def __init__(self, *, row: str, resolved: ResolvedGate, audit: bool, **kwargs: Any):
         super().__init__(**kwargs)
@@ -396,6 +397,7 @@ class GateNode(pytest.Collector):
             if gate.properties is not None:
                 yield PropertiesItem.from_parent(self, name="properties", resolved=self.resolved, **common, line=gate.properties.location.line)
         yield from known_bad_items(self, self.resolved, common, gate.known_bad)
+        yield from known_good_items(self, self.resolved, common, gate.known_good)
         yield AuditItem.from_parent(self, name="audit", resolved=self.resolved, **common, line=gate.location.line)
         if has_tolerance(gate.policy):
             yield StrengthItem.from_parent(self, name="strength", resolved=self.resolved, **common, line=gate.location.line)

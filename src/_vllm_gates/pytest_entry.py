@@ -25,7 +25,7 @@ _READ: dict[str, str] = {}  # the text engine_wanted read, by path, until engage
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("vllm-gates", "vllm-gates (active where pyproject.toml has [tool.vllm-gates])")
     group.addoption("--gates-audit", action="store_true", default=False,
-                    help="run only each gate's audit stand-in and known-bad entries, and print the audit table")
+                    help="run only each gate's audit stand-in, known-bad and known-good entries, and print the audit table")
     group.addoption("--gates-row", action="append", default=[], metavar="ROW",
                     help="judge only this row (repeatable); other rows' gate files are not collected")
     group.addoption("--gates-changed-since", metavar="REF",

@@ -15,15 +15,19 @@ from _vllm_gates.verdicts import ItemResult, RunReport
 
 RUN_SCHEMA = "vllm-gates/run/3"  # docs/evidence.md; the JSON Schema is schema/run.schema.json
 
-COLUMNS = ("row", "milestone", "gate", "cases", "examples", "values", "errors", "known-bad", "verdict", "claimed", "upstream")
+COLUMNS = ("row", "milestone", "gate", "cases", "examples", "values", "errors", "known-bad", "known-good", "verdict", "claimed",
+           "upstream")
 
 
 def _table(report: RunReport) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-    """The header and lines of the row table; the upstream column only where some row claims upstream parity."""
+    """The header and lines of the row table; the known-good column only where some gate declares a known-good, the
+    upstream column only where some row claims upstream parity."""
     lines = _rows(report)
-    if any(row.parity is not None for row in report.rows):
-        return COLUMNS, lines
-    return COLUMNS[:-1], [line[:-1] for line in lines]
+    dropped = {COLUMNS.index(name) for name, shown in (
+        ("known-good", any(gate.known_good_total for row in report.rows for gate in row.gates)),
+        ("upstream", any(row.parity is not None for row in report.rows))) if not shown}
+    keep = [i for i in range(len(COLUMNS)) if i not in dropped]
+    return tuple(COLUMNS[i] for i in keep), [tuple(line[i] for i in keep) for line in lines]
 
 
 def _rows(report: RunReport) -> list[tuple[str, ...]]:
@@ -34,19 +38,20 @@ def _rows(report: RunReport) -> list[tuple[str, ...]]:
         for gate in row.gates:
             claim = claims.get(gate.milestone)
             upstream = f"parity {row.parity.claimed}" if gate.gate in parity and row.parity else ""
+            good = f"{gate.known_good_passed}/{gate.known_good_total}" if gate.known_good_total else ""
             lines.append((row.row, gate.milestone, gate.gate, f"{gate.cases_passed}/{gate.cases_total}", str(gate.examples),
                           str(gate.values_compared), str(gate.errors_agreed),
-                          f"{gate.known_bad_rejected}/{gate.known_bad_total}", gate.verdict.value,
+                          f"{gate.known_bad_rejected}/{gate.known_bad_total}", good, gate.verdict.value,
                           "" if upstream else (claim.state if claim else ""), upstream))
         if report.partial:  # no claim is judged: only a row whose gate file did not load says so here
             if not row.gates:
-                lines.append((row.row, "", "(row)", "", "", "", "", "", row.claim.verdict.value, f"{row.claim.state} not judged", ""))
+                lines.append((row.row, "", "(row)", "", "", "", "", "", "", row.claim.verdict.value, f"{row.claim.state} not judged", ""))
             continue
         for ms in row.milestones:
             mark = "ok" if ms.claim_met else "NOT MET"
-            lines.append((row.row, ms.milestone or "", "(milestone)", "", "", "", "", "", ms.verdict.value, f"{ms.claimed} {mark}", ""))
+            lines.append((row.row, ms.milestone or "", "(milestone)", "", "", "", "", "", "", ms.verdict.value, f"{ms.claimed} {mark}", ""))
         mark = "ok" if row.claim.claim_met else "NOT MET"
-        lines.append((row.row, "", "(row)", "", "", "", "", "", row.claim.verdict.value, f"{row.claim.claimed} {mark}", parity_cell(row)))
+        lines.append((row.row, "", "(row)", "", "", "", "", "", "", row.claim.verdict.value, f"{row.claim.claimed} {mark}", parity_cell(row)))
     return lines
 
 
@@ -142,9 +147,12 @@ def used_at_text(at: Any) -> str:
 
 
 def tolerance_properties(report: RunReport, row_id: str, milestone: str | None) -> list[tuple[str, str]]:
-    """JUnit properties of a claim's test case: the tolerance each of its gates used (a row's claim: every gate)."""
-    return [(f"tolerance_used[{gate.gate}]", f"{gate.tolerance_used:.6g}") for row in report.rows if row.row == row_id
-            for gate in row.gates if gate.tolerance_used is not None and milestone in (None, gate.milestone)]
+    """JUnit properties of a claim's test case: the tolerance each of its gates used, and how many of its known-goods
+    it passed (a row's claim: every gate)."""
+    gates = [gate for row in report.rows if row.row == row_id for gate in row.gates if milestone in (None, gate.milestone)]
+    return [(f"tolerance_used[{gate.gate}]", f"{gate.tolerance_used:.6g}") for gate in gates if gate.tolerance_used is not None] \
+        + [(f"known_good[{gate.gate}]", f"{gate.known_good_passed}/{gate.known_good_total} passed") for gate in gates
+           if gate.known_good_total]
 
 
 def operation_lines(report: RunReport) -> list[str]:

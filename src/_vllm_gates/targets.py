@@ -134,8 +134,9 @@ def parameter_shape(fn: Callable[..., Any]) -> tuple[tuple[str, str], ...] | Non
 
 
 def check_same_signature(impl: Callable[..., Any], stand_in: Callable[..., Any], ref: TargetRef, key: str, impl_ref: TargetRef) -> None:
-    """A known-bad must take the impl's parameters, or it would be 'rejected' by a TypeError alone."""
+    """A known-bad or known-good must take the impl's parameters: otherwise a known-bad would be 'rejected', and a
+    known-good refused, by a TypeError alone."""
     expected, actual = parameter_shape(impl), parameter_shape(stand_in)
     if expected is not None and actual is not None and expected != actual:
         names = lambda shape: "(" + ", ".join(name for name, _ in shape) + ")"  # noqa: E731
-        raise _refuse(ref, key, f"known-bad {ref.dotted!r} takes {names(actual)} but the impl {impl_ref.dotted!r} takes {names(expected)}")
+        raise _refuse(ref, key, f"{ref.dotted!r} takes {names(actual)} but the impl {impl_ref.dotted!r} takes {names(expected)}")

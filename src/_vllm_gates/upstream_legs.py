@@ -160,7 +160,7 @@ def _leg(reader: Reader, spec: YMap, oracle_key: str, key: str, gate: Gate, name
     return replace(gate, id=leg_id(gate.id, name), location=location_of(spec, oracle_key) or gate.location, covers=covers,
                    markers=(parity_marker,), oracle=oracle, build_oracle=build, compare=None, cases=tuple(cases),
                    properties=properties, known_bad=tuple(known_bad), description=description, leg_of=gate.id,
-                   deviations=checks)
+                   deviations=checks, known_good=())  # a leg's known-goods would be judged against upstream: none
 
 
 def _properties(reader: Reader, spec: YMap, key: str, gate: Gate, parts: LegParts) -> Properties | None:

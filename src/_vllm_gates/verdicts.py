@@ -96,6 +96,8 @@ class GateResult:
     tolerance_used: float | None = None  # the most of its policy's tolerance its passing cases and examples used (issue 29)
     tolerance_at: Mapping[str, str] | None = None  # where the most was used (the item's tolerance_at)
     excused: int = 0  # the tokens policy: near-tie positions its cases and examples excused
+    known_good_passed: int = 0  # its known-goods the gate passed (one it rejects makes it ERROR, TOO TIGHT)
+    known_good_total: int = 0
 
 
 @dataclass(frozen=True)
@@ -284,6 +286,7 @@ def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[st
         reason = "; ".join(([] if executed else [scope.not_run_why]) + notes + ["no usable evidence"])
     cases = [i for i in items if i.kind == "case"]
     known = [i for i in items if i.kind == "known_bad"]
+    good = [i for i in items if i.kind == "known_good"]
     return GateResult(
         row, gate.id, gate.milestone, gate.markers, verdict,
         sum(i.outcome == ItemOutcome.PASSED for i in cases), len(gate.cases),
@@ -294,7 +297,8 @@ def _judge_gate(row: str, gate: Gate, items: list[ItemResult], not_run: tuple[st
         sum(i.agreed_errors for i in items if i.kind == "properties"), not_run if executed else (),
         executed=executed and bool(items), run_verdict=first_hand[0], run_reason=first_hand[1], basis=basis,
         leg_of=gate.leg_of or "", tolerance_used=tolerance_used(items), tolerance_at=tolerance_at(items),
-        excused=sum(i.excused for i in items))
+        excused=sum(i.excused for i in items),
+        known_good_passed=sum(i.outcome == ItemOutcome.PASSED for i in good), known_good_total=len(gate.known_good))
 
 
 def tolerance_at(items: list[ItemResult]) -> Mapping[str, str] | None:
