@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from _vllm_gates.gatefile import load_gate_file
-from _vllm_gates.policies import Policy
+from _vllm_gates.policies import PerDtype, Policy
 from _vllm_gates.tolerance import compare_under
 from gates.rows.layers_norm_rope import build, known_bad
 from gates.rows.layers_norm_rope.tensors import randn
@@ -30,7 +30,8 @@ def _policy(gate_id: str) -> Policy:
     """The gate's `compare:` policy as gate.yaml gives it."""
     gates = {gate["id"]: gate for gate in yaml.safe_load(GATE_FILE.read_text())["gates"]}
     compare = dict(gates[gate_id]["compare"])
-    return Policy(compare.pop("policy"), **compare)
+    per_dtype = {key: PerDtype(tuple(value.items())) for key, value in compare.items() if isinstance(value, dict)}
+    return Policy(compare.pop("policy"), **{**compare, **per_dtype})
 
 
 def _case_input(gate_id: str, case: str) -> dict[str, Any]:
