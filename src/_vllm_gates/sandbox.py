@@ -38,11 +38,12 @@ class Sandbox:
     note: str = ""
 
     def for_worker(self, scratch: str, command: tuple[str, ...] = ()) -> Rules | None:
-        """The rules of one worker: these, its scratch folder writable, the executable its command names readable."""
+        """The rules of one worker: these, its scratch folder writable, and the files its command names (absolute:
+        its program, a script) readable."""
         if self.rules is None:
             return None
-        executable = (command[0],) if command and os.path.isabs(command[0]) else ()
-        return replace(self.rules, read=self.rules.read + executable, write=self.rules.write + (scratch,))
+        named = tuple(word for word in command if os.path.isabs(word) and os.path.isfile(word))
+        return replace(self.rules, read=self.rules.read + named, write=self.rules.write + (scratch,))
 
 
 def default_reads(config: "Config") -> tuple[str, ...]:

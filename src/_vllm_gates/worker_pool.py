@@ -79,7 +79,7 @@ class Spawner:
         Landlock the command runs restricted to the sandbox's rules (docs/worker-protocol.md §2.2)."""
         command, env = [*self.spec.command, "--fd", str(worker_end.fileno())], lifeline.current().environ()
         if scratch is not None:
-            command[0] = self._executable(command[0])
+            command = self._from_root(command)
             env.update({"TMPDIR": scratch, SCRATCH_VARIABLE: scratch})
             rules = self.spec.sandbox.for_worker(scratch, tuple(command)) if self.spec.sandbox is not None else None
             if rules is not None:  # a fresh interpreter of the standard library alone restricts itself, then runs it
@@ -89,10 +89,16 @@ class Spawner:
         self.processes[process.pid] = process
         return process.pid
 
-    def _executable(self, written: str) -> str:
-        """A command's program as the worker in its scratch folder finds it: a relative path with a folder in it is
-        the project root's (as `command` is written in pyproject.toml); a bare name is looked up on PATH."""
-        return written if os.path.isabs(written) or "/" not in written else str(self.spec.root / written)
+    def _from_root(self, command: list[str]) -> list[str]:
+        """The command as a worker in its scratch folder runs it: its program, where written as a relative path
+        (`build/cpp/…`), and each word naming a file of the project (a script) are the project root's, as `command`
+        is written in pyproject.toml; a bare program name is looked up on PATH."""
+        def absolute(word: str, program: bool) -> str:
+            if os.path.isabs(word) or (program and "/" not in word):
+                return word
+            return str(self.spec.root / word) if program or (self.spec.root / word).is_file() else word
+
+        return [absolute(word, number == 0) for number, word in enumerate(command)]
 
     def wait(self, pid: int, timeout: float) -> int | None:
         """The return code (negative: the signal), or None while it still runs after ``timeout`` s."""

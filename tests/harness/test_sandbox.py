@@ -200,3 +200,18 @@ def test_what_the_python_port_may_read_by_default_is_its_allowed_roots_python_fi
     assert str(root / "example_row" / "impl.py") in rules.read and str(root / "gates/rows/example/known_bad.py") in rules.read
     assert not any(path.endswith((".yaml", ".md")) for path in rules.read), rules.read
     assert rules.list_only == (str(root),) and rules.hidden == str(root) and "/dev" in rules.write
+
+
+def test_a_command_naming_a_script_of_the_project_runs_from_the_scratch_folder(example):
+    """`command` is written relative to the root: the script it names is found (made absolute) and readable to the
+    confined worker, though `reads` (its `sources` by default, none here) does not name it."""
+    from tests.harness.test_implementations import _external
+
+    _external(example, "correct")
+    example.write("port_worker.py", WORKER.read_text(encoding="utf-8"))
+    text = example.read("pyproject.toml")
+    assert text.count(json.dumps(str(WORKER))) == 1
+    example.write("pyproject.toml", text.replace(json.dumps(str(WORKER)), json.dumps("port_worker.py")))
+    result, report = example.run_json("--impl", "fake", "--profile", "ci")
+    assert result.code == 0, result.text
+    assert example.gate(report)["verdict"] == "PASS"
