@@ -98,8 +98,10 @@ def handled_rights(abi: int) -> int:
 def outside(tree: str, within: str = "/") -> list[str]:
     """Every path of ``within`` beside the way down to ``tree`` (both resolved): the other entries of ``within`` and
     of each folder between; an entry that leads into ``tree``, or to a folder above it, through a symlink is left
-    out. ``within`` itself when ``tree`` does not lie inside it."""
+    out. ``within`` itself when ``tree`` does not lie inside it, nothing when it is ``tree``."""
     real, folder = os.path.realpath(tree), os.path.realpath(within)
+    if real == folder:
+        return []
     if not real.startswith(folder.rstrip("/") + "/"):
         return [folder]
     found = []

@@ -77,6 +77,23 @@ def test_landlock_rules_open_only_what_they_name(tmp_path):
     assert not (project / "impl" / "new.py").exists()
 
 
+def test_what_lies_outside_a_tree_leaves_out_every_way_back_into_it(tmp_path):
+    """The entries beside the way down to the project; a symlink into it, or to a folder holding it (pytest's
+    `pytest-current`), would open it whole, so it is left out."""
+    from _vllm_gates.landlock import outside
+
+    project = tmp_path / "a" / "b" / "project"
+    project.mkdir(parents=True)
+    (tmp_path / "a" / "b" / "other").mkdir()
+    (tmp_path / "a" / "c.txt").write_text("c")
+    (tmp_path / "a" / "up").symlink_to(tmp_path / "a")
+    (tmp_path / "a" / "in").symlink_to(project / "gates", target_is_directory=True)
+    (tmp_path / "a" / "out").symlink_to("/etc")
+    found = {Path(path).relative_to(tmp_path).as_posix() for path in outside(str(project), str(tmp_path))}
+    assert found == {"a/b/other", "a/c.txt", "a/out"}, found
+    assert outside(str(project), str(project)) == [] and outside(str(tmp_path), str(project)) == [str(project)]
+
+
 @needs_landlock
 @pytest.mark.parametrize("path", ["gates/rows/example/gate.yaml", "gates/rows/example/fixtures/expect.json", "example_row/oracle.py"],
                          ids=["gate-file", "fixture", "oracle"])
