@@ -69,7 +69,8 @@ def sandbox_for(config: "Config", implementation: "Implementation") -> Sandbox:
 
 
 def rules(config: "Config", implementation: "Implementation") -> Rules:
-    """The Landlock rules of ``implementation``'s workers (their scratch folder and executable come per worker)."""
+    """The Landlock rules of ``implementation``'s workers (each worker's scratch folder and the files its command
+    names come with it: ``Sandbox.for_worker``)."""
     root = Path(config.root).resolve()
     declared = implementation.reads
     if declared is None:  # undeclared: an external implementation's own sources, the python port's Python files
@@ -77,8 +78,6 @@ def rules(config: "Config", implementation: "Implementation") -> Rules:
                     else default_reads(config))
     read = [str(path) for pattern in declared for path in _granted(root, pattern)]
     read += [str(_under(root, value)) for name, value in implementation.settings if name in config.file_settings]
-    if implementation.command and "/" in implementation.command[0]:
-        read.append(str(_under(root, implementation.command[0])))
     read += [folder for folder in _interpreter_and_engine() if _inside(root, folder)]
     write = WRITABLE_SYSTEM
     control = os.environ.get(CONTROL_VARIABLE)

@@ -5,6 +5,7 @@ A worker that exits, is killed, closes the channel or overruns the call's time i
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -83,6 +84,7 @@ class Spawner:
             env.update({"TMPDIR": scratch, SCRATCH_VARIABLE: scratch})
             rules = self.spec.sandbox.for_worker(scratch, tuple(command)) if self.spec.sandbox is not None else None
             if rules is not None:  # a fresh interpreter of the standard library alone restricts itself, then runs it
+                _check_runnable(command[0])  # as Popen would, before the wrapper starts
                 command = [sys.executable, "-I", "-S", landlock.__file__, rules.to_json(), *command]
         process = subprocess.Popen(command, pass_fds=(worker_end.fileno(),), stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT, cwd=scratch or self.spec.root, start_new_session=True, env=env)
@@ -109,6 +111,14 @@ class Spawner:
 
     def close(self) -> None:
         pass
+
+
+def _check_runnable(program: str) -> None:
+    """OSError, as starting it would raise, when ``program`` (a path, or a name looked up on PATH) cannot be run."""
+    if shutil.which(program) is None:
+        missing = "/" not in program or not os.path.exists(program)
+        number = errno.ENOENT if missing else errno.EACCES
+        raise (FileNotFoundError if missing else PermissionError)(number, os.strerror(number), program)
 
 
 class ForkServer(Spawner):
