@@ -82,6 +82,7 @@ class Config:
     error_kinds: tuple[tuple[str, str], ...] = ()  # Python exception class name -> language-neutral error kind
     upstream: Upstream | None = None  # the pinned upstream release (None: the project pins none)
     file_settings: tuple[str, ...] = ()  # implementation settings that name a file: it must be readable before a run
+    sandbox: bool = True  # the judged implementation's workers confined by Landlock where the kernel has it (sandbox.py)
     source: str | None = field(default=None, compare=False, repr=False)  # the pyproject.toml text it was read from
 
     def parity_marker(self) -> str | None:
@@ -402,7 +403,7 @@ def _independence(reader: _Reader, value: Any) -> tuple[tuple[str, tuple[str, ..
 
 KNOWN_KEYS = {"roadmap", "rows", "specs", "allowed-roots", "markers", "default-marker", "independence",
               "worker-preload", "call-timeout", "run-budget", "implementations", "error-kinds", "upstream", "file-settings",
-              "max-tensor-bytes"}
+              "max-tensor-bytes", "sandbox"}
 
 
 def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float | None) -> float | None:
@@ -421,6 +422,14 @@ def _byte_count(reader: "_Reader", table: dict[str, Any], key: str, default: int
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2 ** 63 - 1:
         reader.problem(key, f"expected a whole number of bytes from 1 to {2 ** 63 - 1} "
                             f"(e.g. {MAX_BUFFER_BYTES} for 4 GiB), got {value!r}")
+        return default
+    return value
+
+
+def _flag(reader: "_Reader", table: dict[str, Any], key: str, default: bool) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        reader.problem(key, f"expected true or false, got {value!r}")
         return default
     return value
 
@@ -464,8 +473,15 @@ def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
 
 
 def _check_paths(reader: _Reader, root: Path, config: Config) -> None:
-    """The roadmap and the `rows` and `specs` patterns stay inside the project root; the roadmap, where it exists,
-    is a regular file (checked with stat, never opened here)."""
+    """The roadmap, the `rows` and `specs` patterns and each implementation's `reads` stay inside the project root;
+    the roadmap, where it exists, is a regular file (checked with stat, never opened here)."""
+    for implementation in config.implementations:
+        for entry in implementation.reads or ():
+            key = f"implementations.{implementation.name}.reads"
+            why = pattern_outside_root(root, entry, "entry")
+            if why:
+                reader.problem(key, f"{why} (an implementation's workers read everything outside the project already; "
+                                    f"`reads` names what they may read inside it)")
     why = outside_root(root, config.roadmap, "roadmap")
     if why:
         reader.problem("roadmap", why)
@@ -532,6 +548,7 @@ def _config(root: Path, text: str, document: dict[str, Any], table: dict[str, An
         error_kinds=read_error_kinds(table.get("error-kinds", {}), reader.problem),
         upstream=_upstream(reader, table["upstream"]) if "upstream" in table else None,
         file_settings=reader.strings(table, "file-settings", base.file_settings),
+        sandbox=_flag(reader, table, "sandbox", base.sandbox),
         source=text,
     )
     if config.upstream is None and config.parity_marker():

@@ -17,7 +17,7 @@ PYTHON = "python"  # the default implementation: the gate's Python targets, run 
 NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 KIND = re.compile(r"^[a-z][a-z0-9-]*$")
 EXCEPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-KEYS = {"command", "build", "sources", "build-env", "settings", "description", "claims"}
+KEYS = {"command", "build", "sources", "build-env", "settings", "description", "claims", "reads"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class Implementation:
     settings: tuple[tuple[str, str], ...] = ()
     description: str = ""
     claims: tuple[Claim, ...] = ()  # its own claims per row and milestone (claims.py); the roadmap's elsewhere
+    reads: tuple[str, ...] | None = None  # what its workers may read in the project (sandbox.py); None: the default
 
     @property
     def external(self) -> bool:
@@ -72,13 +73,15 @@ def read_implementations(table: Any, problem: Callable[[str, str], None],
             problem(f"{key}.{unknown[0]}", f"unknown key (accepted: {', '.join(sorted(KEYS))})")
             continue
         settings = _settings(body.get("settings", {}), f"{key}.settings", problem)
+        reads = _reads(body["reads"], f"{key}.reads", problem) if "reads" in body else None
         if name == PYTHON:
-            extra = sorted(set(body) - {"settings", "description"})
+            extra = sorted(set(body) - {"settings", "description", "reads"})
             if extra == ["claims"]:
                 problem(f"{key}.claims", "the roadmap states the python implementation's claims: lower or raise them there")
             elif extra:
-                problem(f"{key}.{extra[0]}", "the python implementation is the engine's own worker: only `settings` may be set")
-            found[name] = Implementation(PYTHON, settings=settings, description=str(body.get("description", "")))
+                problem(f"{key}.{extra[0]}", "the python implementation is the engine's own worker: only `settings` and "
+                                             "`reads` may be set")
+            found[name] = Implementation(PYTHON, settings=settings, description=str(body.get("description", "")), reads=reads)
             continue
         command = _argv(body.get("command"))
         if command is None:
@@ -101,7 +104,7 @@ def read_implementations(table: Any, problem: Callable[[str, str], None],
             continue
         claims = read_claims(name, body["claims"], problem, where) if "claims" in body else ()
         found[name] = Implementation(name, command, steps, tuple(sources), tuple(build_env), settings,  # type: ignore[arg-type]
-                                     str(body.get("description", "")), claims)
+                                     str(body.get("description", "")), claims, reads)
     return tuple(found.values())
 
 
@@ -110,6 +113,15 @@ def _settings(value: Any, key: str, problem: Callable[[str, str], None]) -> tupl
         problem(key, f"expected a table of text settings (name = \"value\"), got {value!r}")
         return ()
     return tuple(sorted(value.items()))
+
+
+def _reads(value: Any, key: str, problem: Callable[[str, str], None]) -> tuple[str, ...] | None:
+    """`reads`: paths and glob patterns relative to the project root, what the implementation's workers may read
+    (each is checked to stay inside the root where the configuration is read)."""
+    if not (isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)):
+        problem(key, f"expected a list of paths or glob patterns relative to the project root, got {value!r}")
+        return None
+    return tuple(value)
 
 
 def read_error_kinds(table: Any, problem: Callable[[str, str], None]) -> tuple[tuple[str, str], ...]:

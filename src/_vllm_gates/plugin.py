@@ -31,6 +31,7 @@ from _vllm_gates.profiles import SEED_OPTION, RunSeed, load_default_profile, reg
 from _vllm_gates.requirements import Requirement, unmet
 from _vllm_gates.project import Project, second_gate_file
 from _vllm_gates.selection import Handover, RowsRefused, UnknownRow, requested_rows
+from _vllm_gates.sandbox import sandbox_for
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
 from _vllm_gates.worker_pool import WorkerLost, WorkerPool, WorkerSpec
@@ -54,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     path = [str(project.root)] + [str(Path(entry)) for entry in config.getini("pythonpath")]
     pool = WorkerPool(WorkerSpec(project.root, tuple(dict.fromkeys(path)), project.allowed_roots, project.worker_preload,
                                  external=implementation.command, settings=implementation.settings,
-                                 max_buffer_bytes=project.max_tensor_bytes),
+                                 max_buffer_bytes=project.max_tensor_bytes, sandbox=sandbox_for(project, implementation)),
                       budget_s=project.run_budget)
     run = GateRun(snapshot, pool=pool, audit=bool(config.getoption("gates_audit")), json_path=config.getoption("gates_json"),
                   markdown_path=config.getoption("gates_markdown"), impl=implementation.name)

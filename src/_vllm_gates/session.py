@@ -247,7 +247,10 @@ class GateRun:
         code = int(exit_code(report, self._session_end(pytest_status)))
         seed, drawn = self.drawing() if report.items else (None, "")  # how the examples were drawn (issue 25)
         ending = f"{report.checks} checks in {time.time() - self.started:.1f}s; exit {code}"
-        self.summary = "\n".join([table(report), "", *([drawn] if drawn else []), ending])
+        sandbox = self.pool.spec.sandbox if self.pool is not None else None  # told once where it does not confine
+        unconfined = [sandbox.note] if sandbox is not None and sandbox.note else []
+        self.summary = "\n".join([table(report), "", *([drawn] if drawn else []), *unconfined, ending])
+        self.meta["sandbox"] = (sandbox.note or "landlock") if sandbox is not None else None
         if self.nothing_affected():
             code = int(exit_code(report, self._session_end(pytest_status, nothing_affected=True)))
             self.summary = f"no row is affected by changes since {self.meta['changed_since']}: nothing to gate"

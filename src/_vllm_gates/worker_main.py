@@ -19,6 +19,7 @@ from _vllm_gates.channel import (MAX_BUFFER_BYTES, PROTOCOL_VERSION, ChannelClos
 from _vllm_gates.errors import DefinitionError, GatesError, Location
 from _vllm_gates.model import TargetRef
 from _vllm_gates.plain import NotPlain, decode, encode
+from _vllm_gates.sandbox import SCRATCH_VARIABLE
 from _vllm_gates.settings import set_current
 from _vllm_gates.standins import WRONG_RESULT
 from _vllm_gates.targets import check_same_signature, resolve
@@ -165,7 +166,8 @@ def serve(fd: int) -> int:
     if refusal:
         send(sock, {"op": "refused", "reason": refusal[:500]})
         return 2
-    os.chdir(hello["root"])
+    if not os.environ.get(SCRATCH_VARIABLE):  # a confined worker stays in its scratch folder (sandbox.py)
+        os.chdir(hello["root"])
     for entry in reversed(hello.get("path", [])):
         sys.path.insert(0, entry)
     worker = Worker(tuple(hello["allowed_roots"]), hello.get("max_buffer_bytes", MAX_BUFFER_BYTES))
@@ -242,6 +244,8 @@ def zygote(fd: int) -> int:
                 os.dup2(log_fd, 1)
                 os.dup2(log_fd, 2)
                 os.close(log_fd)
+                if request.get("scratch"):
+                    _confine(request["scratch"], request.get("rules"))
                 os._exit(serve(channel_fd))
             os.close(channel_fd)
             os.close(log_fd)
@@ -250,6 +254,25 @@ def zygote(fd: int) -> int:
             send(control, {"op": "status", **_status(int(request["pid"]), float(request.get("wait", 10.0)))})
         else:
             return 0
+
+
+def _confine(scratch: str, rules: str | None) -> None:
+    """A forked impl worker enters its scratch folder (its working directory and TMPDIR) and, under Landlock, its
+    sandbox's rules, before it reads its hello or imports any target (docs/worker-protocol.md §2.2). One that
+    cannot is ended (status 126) with the reason in its log: the judge reports it, never runs it unconfined."""
+    import tempfile
+
+    os.chdir(scratch)
+    os.environ.update({"TMPDIR": scratch, SCRATCH_VARIABLE: scratch})
+    tempfile.tempdir = None  # tempfile's folder is found again, from TMPDIR
+    if rules:
+        from _vllm_gates.landlock import Rules, restrict
+
+        try:
+            restrict(Rules.from_json(rules))
+        except OSError as error:
+            print(f"vllm-gates sandbox: this worker cannot be confined: {error}", flush=True)
+            os._exit(126)
 
 
 def _receive_with_fds(sock: Any) -> tuple[dict[str, Any], list[int]]:

@@ -5,8 +5,10 @@ A worker that exits, is killed, closes the channel or overruns the call's time i
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,10 +20,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from _vllm_gates import lifeline
+from _vllm_gates import landlock, lifeline
 from _vllm_gates.channel import (MAX_BUFFER_BYTES, PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, Part, ProtocolError,
                                  forget, frame, frame_parts, frame_size, parse, receive, receive_buffered, send, send_parts)
 from _vllm_gates.errors import GatesError
+from _vllm_gates.sandbox import SCRATCH_VARIABLE, Sandbox
 
 STARTUP_TIMEOUT = 120.0
 AHEAD_REQUESTS = 32  # at most this many calls sent ahead of their items to one worker (docs/worker-protocol.md §10)
@@ -73,6 +76,7 @@ class WorkerSpec:
     external: tuple[str, ...] = ()  # the impl role's command when an external implementation is judged (else Python's)
     settings: tuple[tuple[str, str], ...] = ()  # the judged implementation's settings, sent to every worker in hello
     max_buffer_bytes: int = MAX_BUFFER_BYTES  # `max-tensor-bytes`: the cap on a message's tensor bytes, both ways (hello)
+    sandbox: Sandbox | None = None  # the impl role's scratch folder and Landlock rules (sandbox.py); None: started as the others
 
 
 class Spawner:
@@ -82,12 +86,32 @@ class Spawner:
         self.spec = spec
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
 
-    def start(self, worker_end: socket.socket, log: Any) -> int:
-        process = subprocess.Popen([*self.spec.command, "--fd", str(worker_end.fileno())], pass_fds=(worker_end.fileno(),),
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.spec.root,
-                                   start_new_session=True, env=lifeline.current().environ())
+    def start(self, worker_end: socket.socket, log: Any, scratch: str | None = None) -> int:
+        """Start one worker; ``scratch``: a confined worker's own folder, its working directory and TMPDIR, and under
+        Landlock the command runs restricted to the sandbox's rules (docs/worker-protocol.md §2.2)."""
+        command, env = [*self.spec.command, "--fd", str(worker_end.fileno())], lifeline.current().environ()
+        if scratch is not None:
+            command = self._from_root(command)
+            env.update({"TMPDIR": scratch, SCRATCH_VARIABLE: scratch})
+            rules = self.spec.sandbox.for_worker(scratch, tuple(command)) if self.spec.sandbox is not None else None
+            if rules is not None:  # a fresh interpreter of the standard library alone restricts itself, then runs it
+                _check_runnable(command[0])  # as Popen would, before the wrapper starts
+                command = [sys.executable, "-I", "-S", landlock.__file__, rules.to_json(), *command]
+        process = subprocess.Popen(command, pass_fds=(worker_end.fileno(),), stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT, cwd=scratch or self.spec.root, start_new_session=True, env=env)
         self.processes[process.pid] = process
         return process.pid
+
+    def _from_root(self, command: list[str]) -> list[str]:
+        """The command as a worker in its scratch folder runs it: its program, where written as a relative path
+        (`build/cpp/…`), and each word naming a file of the project (a script) are the project root's, as `command`
+        is written in pyproject.toml; a bare program name is looked up on PATH."""
+        def absolute(word: str, program: bool) -> str:
+            if os.path.isabs(word) or (program and "/" not in word):
+                return word
+            return str(self.spec.root / word) if program or (self.spec.root / word).is_file() else word
+
+        return [absolute(word, number == 0) for number, word in enumerate(command)]
 
     def wait(self, pid: int, timeout: float) -> int | None:
         """The return code (negative: the signal), or None while it still runs after ``timeout`` s."""
@@ -98,6 +122,14 @@ class Spawner:
 
     def close(self) -> None:
         pass
+
+
+def _check_runnable(program: str) -> None:
+    """OSError, as starting it would raise, when ``program`` (a path, or a name looked up on PATH) cannot be run."""
+    if shutil.which(program) is None:
+        missing = "/" not in program or not os.path.exists(program)
+        number = errno.ENOENT if missing else errno.EACCES
+        raise (FileNotFoundError if missing else PermissionError)(number, os.strerror(number), program)
 
 
 class ForkServer(Spawner):
@@ -130,8 +162,10 @@ class ForkServer(Spawner):
         except (ChannelClosed, ChannelTimeout, ProtocolError, OSError) as error:
             raise WorkerLost(f"the fork server failed ({type(error).__name__}: {error})") from None
 
-    def start(self, worker_end: socket.socket, log: Any) -> int:
-        return int(self._ask({"op": "fork"}, [worker_end.fileno(), log.fileno()])["pid"])
+    def start(self, worker_end: socket.socket, log: Any, scratch: str | None = None) -> int:
+        rules = self.spec.sandbox.for_worker(scratch) if scratch is not None and self.spec.sandbox is not None else None
+        request = {"op": "fork", **({"scratch": scratch, "rules": rules.to_json() if rules else None} if scratch else {})}
+        return int(self._ask(request, [worker_end.fileno(), log.fileno()])["pid"])
 
     def wait(self, pid: int, timeout: float) -> int | None:
         reply = self._ask({"op": "status", "pid": pid, "wait": timeout}, timeout=timeout + 30)
@@ -182,15 +216,20 @@ class ReplyContent:
 class WorkerProcess:
     """One running worker and the judge's end of its channel."""
 
-    def __init__(self, spec: WorkerSpec, label: str, spawner: Spawner):
+    def __init__(self, spec: WorkerSpec, label: str, spawner: Spawner, confined: bool = False):
         self.label, self.spawner = label, spawner
         judge_end, worker_end = socket.socketpair()
         self.log = tempfile.TemporaryFile(prefix="vllm-gates-worker-")
+        # the judged implementation's worker: a scratch folder of its own, removed when it ends (sandbox.py)
+        self.scratch = tempfile.mkdtemp(prefix="vllm-gates-impl-") if confined and spec.sandbox is not None else None
         try:
-            self.pid = spawner.start(worker_end, self.log)
-        except OSError as error:  # the command cannot be run at all: no such file, not executable
+            self.pid = spawner.start(worker_end, self.log, self.scratch)
+        except (OSError, WorkerLost) as error:  # the command cannot be run at all: no such file, not executable
             judge_end.close()
             self.log.close()
+            self._remove_scratch()
+            if isinstance(error, WorkerLost):
+                raise
             raise WorkerLost(f"worker {label} could not be started: {error}") from None
         finally:
             worker_end.close()
@@ -348,6 +387,12 @@ class WorkerProcess:
         except (ProcessLookupError, PermissionError):
             pass
         lifeline.current().release(self.pid)
+        self._remove_scratch()
+
+    def _remove_scratch(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
     def kill(self) -> None:
         self._kill_group()
@@ -434,7 +479,8 @@ class WorkerPool:
         if found is None or not found.alive():
             if found is not None:
                 found.kill()
-            found = self.workers[key] = WorkerProcess(self.spec, f"{key[1]} of {key[0]}", self.spawner_for(key[1]))
+            found = self.workers[key] = WorkerProcess(self.spec, f"{key[1]} of {key[0]}", self.spawner_for(key[1]),
+                                                      confined=key[1] == "impl")
             if key in self.first_checks:
                 message, timeout = self.first_checks[key]
                 self._unsettled[key] = timeout

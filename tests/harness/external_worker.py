@@ -4,7 +4,8 @@
 `python external_worker.py MODE --fd N`. MODE: correct | wrong-value | wrong-kind | few-facts | no-operations |
 refuse | crash-at-start | not-implemented-at-call | spin-at-call (at its first call it starts processes that spin without
 the environment, one in a session of its own, one orphaned in the worker's process group, and spins itself, heeding no
-SIGTERM: tests/harness/test_judge_death.py), or a partial port (issue 26): partial (not-implemented for 4 heads
+SIGTERM: tests/harness/test_judge_death.py), peek (opens the gate file under hello's root at each call, as a
+port that reads the answers would: tests/harness/test_sandbox.py), or a partial port (issue 26): partial (not-implemented for 4 heads
 or more), partial-wrong (that, and one too many bytes for 3 heads), negatives-only (implements only the refusal of
 a negative head count), flaky-wrong (one too many bytes the first time it sees 3 heads only), sigfpe-for-5-heads
 (dies of SIGFPE for 5 heads and block size 0).
@@ -104,7 +105,7 @@ def main() -> int:
         write_frame(sock, {"op": "refused", "reason": "this worker refuses"})
         return 2
     with open(os.environ.get("EXTERNAL_WORKER_LOG", os.devnull), "a") as log:
-        log.write(json.dumps(hello.get("settings")) + "\n")
+        log.write(json.dumps(hello.get("settings")) + "\n" + json.dumps({"cwd": os.getcwd()}) + "\n")
     operations = [] if mode == "no-operations" else ["page-bytes"]
     write_frame(sock, {"op": "ready", "version": hello["version"], "pid": os.getpid(), "language": "python-external",
                        "operations": operations})
@@ -119,6 +120,10 @@ def main() -> int:
             reply["result"] = {"value": {"$wrong": True}}
         elif mode == "spin-at-call":
             spin(os.environ["JUDGE_DEATH_FLAG"])
+        elif mode == "peek":  # a refusal ends the worker with the error it got, as an unguarded read would
+            with open(os.path.join(hello["root"], "gates/rows/example/gate.yaml"), encoding="utf-8") as gate_file:
+                gate_file.read()
+            reply["result"] = page_bytes("correct", decode_map(request["input"]))
         elif request.get("operation") != "page-bytes" or mode == "not-implemented-at-call":
             reply["error"] = {"kind": "not-implemented", "message": f"no operation {request.get('operation')!r}"}
         elif not_ported(mode, decode_map(request["input"])):

@@ -166,7 +166,7 @@ def test_an_unknown_implementation_is_a_usage_error_naming_the_known_ones(exampl
 @pytest.mark.parametrize("body, message", [
     ('[tool.vllm-gates.implementations.bad]\ncommand = "worker"\n', "implementations.bad.command: expected the worker command"),
     ('[tool.vllm-gates.implementations.bad]\ncommand = ["w"]\nbuild = [["make"]]\n', "needs `sources`"),
-    ('[tool.vllm-gates.implementations.python]\ncommand = ["w"]\n', "only `settings` may be set"),
+    ('[tool.vllm-gates.implementations.python]\ncommand = ["w"]\n', "only `settings` and `reads` may be set"),
     ('[tool.vllm-gates.implementations.Bad]\ncommand = ["w"]\n', "must match"),
     ('[tool.vllm-gates.error-kinds]\nValueError = "Invalid Argument"\n', "error-kinds.ValueError: expected a kind"),
 ])

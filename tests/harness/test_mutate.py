@@ -263,10 +263,10 @@ def test_a_whole_run_lists_each_known_bad_with_the_item_that_rejected_it(example
     assert "known-bad page-bytes/accepts-negative: rejected by page-bytes negative-heads" in result.out
 
 
-def test_each_mutant_gets_a_new_impl_worker_and_the_oracle_answers_once(example: Example) -> None:
+def test_each_mutant_gets_a_new_impl_worker_and_the_oracle_answers_once(example: Example, tmp_path: Path) -> None:
     """The impl's worker is new for each mutant (it imported the mutated file); the oracle is asked only in the first
     pass: the mutants reuse its answers (the gate's oracle memo), so its worker is never restarted for them."""
-    log = example.root / "pids.txt"
+    log = tmp_path / "pids.txt"  # outside the project, where the impl's sandbox lets it write
     example.edit("def counted_page_bytes(block_size: int, heads: int, head_size: int, dtype_bytes: int) -> int:\n",
                  "def counted_page_bytes(block_size: int, heads: int, head_size: int, dtype_bytes: int) -> int:\n"
                  f"    import os; open({str(log)!r}, 'a').write(f'oracle {{os.getpid()}}\\n')\n", "example_row/oracle.py")

@@ -93,7 +93,9 @@ WIDE_GATE = """  - id: wide
 
 def add_logged_gate(example) -> Path:
     """A gate `wide` on the example row whose impl writes each input it gets to a log; the log's path."""
-    log = example.root / "drawn.log"
+    logs = example.root.with_name(f"{example.root.name}-logs")  # beside the project: the impl may not write in it
+    logs.mkdir(exist_ok=True)
+    log = logs / "drawn.log"
     example.write("example_row/wide.py", f'''
 def logged_page_bytes(block_size, heads, head_size, dtype_bytes):
     with open({str(log)!r}, "a", encoding="utf-8") as drawn:

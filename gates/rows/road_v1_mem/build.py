@@ -16,14 +16,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
 from vllm_gates import Call
 from impl.entrypoints.model_loader import EngineParams
 from impl.v1 import kv_cache_interface as kv
-from oracles.kv_allocation import PagedLayer, StateLayer
+
+if TYPE_CHECKING:  # imported where an oracle builder runs: the impl's worker may not read oracles/ (its sandbox)
+    from oracles.kv_allocation import PagedLayer, StateLayer
 
 DTYPES = {name: getattr(torch, name) for name in
           ("float32", "float16", "bfloat16", "uint8", "int8", "float8_e4m3fn", "float8_e5m2")}
@@ -52,6 +54,8 @@ def impl_spec(data: Mapping[str, Any]) -> kv.KVCacheSpec:
 
 def oracle_layer(name: str, data: Mapping[str, Any]) -> PagedLayer | StateLayer:
     """The runner's view of a layer: which backend layout it gets and how its values are stored."""
+    from oracles.kv_allocation import PagedLayer, StateLayer
+
     kind = data["kind"]
     if kind == "mamba":
         return StateLayer(name, tuple(tuple(s) for s in data["shapes"]), tuple(DTYPES[d] for d in data["dtypes"]),

@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import tempfile
 import warnings
 from pathlib import Path
@@ -142,16 +143,21 @@ def kv_plan_summary(model: str | None = None, argv: Sequence[str] = (), config: 
 def kv_plan_cli(model: str, argv: list[str]) -> dict[str, Any]:
     """``kv-plan --model-config <fixture> ARGV`` run as a command: its exit status and what it writes (MEM-2.12).
 
-    The fixture is named by its path under the project root, where gates run, as the C++ port's operation names it.
+    The fixture is named by its path under the project root, as the C++ port's operation names it, and the command
+    runs there, as a user runs it (the worker itself starts in a scratch folder: docs/worker-protocol.md §2.2).
     A flag the parser refuses (argparse exits) becomes a ValueError carrying argparse's message."""
     from impl.entrypoints import kv_plan
 
     stdout, stderr = io.StringIO(), io.StringIO()
+    before = os.getcwd()
+    os.chdir(FIXTURES.parents[4])
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             status = kv_plan.main(["--model-config", f"{FIXTURES_FROM_ROOT}/{model}.json", *argv])
     except SystemExit:
         raise ValueError(stderr.getvalue().strip()) from None
+    finally:
+        os.chdir(before)
     return {"exit": status, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()}
 
 

@@ -79,6 +79,12 @@ bool handshake(int fd, std::uint64_t& cap) {
     reason = refusal(Value(), frame.body, cap);
   }
   if (reason.empty() && !frame.buffers.empty()) reason = "the judge's hello carries buffers; only a call's input holds tensors";
+  // The judge starts an implementation's worker in a scratch folder (docs/worker-protocol.md §2.2); the settings'
+  // paths and the rows' input files this driver reads are relative to the project root hello names, so it moves
+  // there (under Landlock it still reads only what the implementation's `reads` declares, and writes nothing there).
+  auto root = reason.empty() ? hello.find("root") : hello.end();
+  if (reason.empty() && root != hello.end() && root->is_string() && ::chdir(root->get<std::string>().c_str()) != 0)
+    reason = "cannot enter the project root " + root->get<std::string>().substr(0, 300) + " that hello names";
   if (!reason.empty()) {
     write_text(fd, "{\"op\":\"refused\",\"reason\":" + quote_message(reason) + "}");
     return false;
