@@ -182,13 +182,13 @@ def _names(names: list[str]) -> str:
 def _tap(name: str, reference: Any, free: Any, forced: Any, taps: Taps, policy: Policy) -> TapJudgement:
     dtype = free.dtype.name
     return TapJudgement(name, dtype, reference.dtype.name, tuple(free.shape), taps.layer_of(name), taps.is_feed_point(name),
-                        policy.describe_for(dtype), judge(policy, forced, reference), judge(policy, free, reference))
+                        policy.describe_for(dtype), judge(policy, name, forced, reference), judge(policy, name, free, reference))
 
 
-def judge(policy: Policy, actual: Any, reference: Any) -> Judged:
-    """``actual`` against the reference: the figures against its values as given, the verdict under ``policy``
-    against them rounded once to ``actual``'s dtype (a float64 oracle's taps to the port's bfloat16)."""
-    comparison = compare_under(policy, actual, reference.astype(actual.dtype, copy=False))
+def judge(policy: Policy, name: str, actual: Any, reference: Any) -> Judged:
+    """Tap ``name``'s ``actual`` array against the reference's: the figures against its values as given, the verdict
+    under ``policy`` against them rounded once to ``actual``'s dtype (a float64 oracle's taps to the port's bfloat16)."""
+    comparison = compare_under(policy, {name: actual}, {name: reference.astype(actual.dtype, copy=False)})
     report = () if comparison.passed else tuple(how_far_off(comparison))
     return Judged(figures(actual, reference), comparison.passed, comparison.used, report)
 
