@@ -194,8 +194,10 @@ def _taps(outcome: Outcome, what: str) -> dict[str, Any]:
     """A side's answer as a mapping tap name -> array; DivergeError where it raised or answered something else."""
     if outcome.error is not None:
         raise DivergeError(f"{what} raised {outcome.error.type_name}: {outcome.error.message}")
+    import numpy as np
+
     value = outcome.value
-    if not isinstance(value, dict) or not all(isinstance(name, str) and hasattr(array, "dtype") and hasattr(array, "shape")
+    if not isinstance(value, dict) or not all(isinstance(name, str) and isinstance(array, np.ndarray)
                                               for name, array in value.items()):
         raise DivergeError(f"{what} answered {type(value).__name__}, not a mapping of tap names to arrays")
     return value

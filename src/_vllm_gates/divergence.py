@@ -189,6 +189,8 @@ def judge(policy: Policy, name: str, actual: Any, reference: Any) -> Judged:
     """Tap ``name``'s ``actual`` array against the reference's: the figures against its values as given, the verdict
     under ``policy`` against them rounded once to ``actual``'s dtype (a float64 oracle's taps to the port's bfloat16)."""
     comparison = compare_under(policy, {name: actual}, {name: reference.astype(actual.dtype, copy=False)})
+    if comparison.problem:  # nothing could be judged (no bound for this dtype, no element): an error, never a verdict
+        raise DivergenceInputError(f"tap {name}: {comparison.problem}")
     report = () if comparison.passed else tuple(how_far_off(comparison))
     return Judged(figures(actual, reference), comparison.passed, comparison.used, report)
 

@@ -9,7 +9,7 @@ from _vllm_gates.divergence import Divergence, Judged, TapJudgement
 
 FORMAT = "vllm-gates/diverge/1"
 HEADINGS = ("tap", "dtype", "isolated max abs", "isolated rel L2", "accumulated max abs", "accumulated rel L2",
-            "tolerance", "verdict")
+            "tolerance used", "verdict")
 
 
 def verdict(tap: TapJudgement, divergence: Divergence) -> str:
@@ -27,14 +27,18 @@ def verdict(tap: TapJudgement, divergence: Divergence) -> str:
 
 
 def render_text(divergence: Divergence, title: str) -> str:
-    """The table, then the classification with its numeric report, the first divergent logits position and the
-    dtype boundaries."""
+    """The tolerances, the table (the share of its tolerance each comparison used: isolated / accumulated, over 1
+    fails), then the classification with its numeric report, the first divergent logits position and the dtype
+    boundaries."""
     rows = [HEADINGS] + [(tap.name, tap.dtype if tap.dtype == tap.reference_dtype else f"{tap.dtype} (ref {tap.reference_dtype})",
                           _number(tap.isolated.figures.max_abs), _number(tap.isolated.figures.rel_l2),
                           _number(tap.accumulated.figures.max_abs), _number(tap.accumulated.figures.rel_l2),
-                          tap.tolerance, verdict(tap, divergence)) for tap in divergence.taps]
+                          f"{_number(tap.isolated.used)} / {_number(tap.accumulated.used)}", verdict(tap, divergence))
+                         for tap in divergence.taps]
     widths = [max(len(row[column]) for row in rows) for column in range(len(HEADINGS))]
-    lines = [title, ""] + ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    tolerances = list(dict.fromkeys(tap.tolerance for tap in divergence.taps))
+    lines = [title, f"tolerance: {'; '.join(tolerances)}", ""]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines += ["", divergence.classification.describe()]
     lines += [f"  {label}: {text}" for label, text in divergence.classification.report]
     if divergence.first_divergence is not None:

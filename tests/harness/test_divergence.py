@@ -9,10 +9,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from _vllm_gates.divergence_report import as_json, render_text
 from _vllm_gates.divergence import DRIFT, LOCALIZED_BREAK, DivergenceInputError, dtype_boundary, localize
 from _vllm_gates.errors import Location
 from _vllm_gates.model import Taps
-from _vllm_gates.policies import Policy
+from _vllm_gates.policies import PerDtype, Policy
 from _vllm_gates.tap_figures import figures
 
 pytestmark = pytest.mark.cpu
@@ -221,3 +222,35 @@ def test_the_figures_are_scaled_so_tiny_and_huge_values_neither_underflow_nor_ov
 def test_non_finite_differences_are_counted_and_make_max_abs_infinite() -> None:
     found = figures(np.array([1.0, np.nan, np.inf, 2.0]), np.array([1.0, 0.0, np.inf, 2.0]))
     assert found.non_finite == 1 and found.max_abs == math.inf and found.rel_l2 == 0.0
+
+
+def test_a_tap_its_policy_cannot_judge_is_an_error_never_a_break() -> None:
+    ref = reference()
+    port = noisy(ref, 1e-7)
+    float64_only = Policy("nmse", max=PerDtype((("float64", 1e-12),)))
+    with pytest.raises(DivergenceInputError, match=r"tap embed: .*a float32 array, and the nmse policy's max names no "
+                                                   r"bound for float32"):
+        localize(ref, port, port, TAPS, float64_only)
+
+
+def test_the_text_names_a_confident_divergence_without_a_break_and_the_boundaries() -> None:
+    ref, free = logits_case(margin=1.0)
+    ref["layers.0.out"] = ref["layers.0.out"].astype(ml_dtypes.bfloat16)
+    text = render_text(localize(ref, free, noisy(ref, 1e-7), TAPS, POLICY), "title")
+    assert text.startswith("title\ntolerance: allclose (float32: rtol 0.0001, atol 1e-05)\n")
+    assert "a confident divergence with no localized break" in text
+    assert f"dtype boundaries:\n  layers.0.out: float32 where the reference has bfloat16: 2x the bytes ({2 * T * H} bytes more)" in text
+    row = next(line for line in text.splitlines() if line.startswith("layers.0.out "))
+    assert "float32 (ref bfloat16)" in row and row.endswith(" over")  # the port kept float32 values: over bfloat16's rounding
+
+
+def test_the_json_report_writes_non_finite_figures_as_strings() -> None:
+    ref = reference()
+    free = noisy(ref, 1e-7)
+    free["norm.out"] = free["norm.out"].copy()
+    free["norm.out"][0, 0] = np.inf
+    found = as_json(localize(ref, free, noisy(ref, 1e-7), TAPS, POLICY), {"row": "R"})
+    norm = next(tap for tap in found["taps"] if tap["name"] == "norm.out")
+    assert norm["accumulated"]["max_abs"] == "inf" and norm["accumulated"]["non_finite"] == 1
+    assert norm["verdict"] == "over" and found["classification"]["tap"] == "norm.out" and found["row"] == "R"
+    assert found["format"] == "vllm-gates/diverge/1"

@@ -170,3 +170,12 @@ def test_a_reference_that_raises_is_an_error_never_a_pass(example: Example) -> N
     result = example.gates("diverge", "EXAMPLE-ROW", "--gate", "toy-taps")
     assert result.code == 3, result.text
     assert "the reference example_row.toy_decoder:oracle raised RuntimeError: the reference broke" in result.err
+
+
+def test_a_port_that_lacks_a_tap_is_an_error_listing_what_each_side_reports(example: Example) -> None:
+    toy(example).edit("    return _forward(config, weights, ids, dtype, feed)\n",
+                      "    taps = _forward(config, weights, ids, dtype, feed)\n    del taps['norm.out']\n    return taps\n",
+                      "example_row/toy_decoder.py")
+    result = example.gates("diverge", "EXAMPLE-ROW", "--gate", "toy-taps")
+    assert result.code == 3, result.text
+    assert "the implementation's free-running run lacks norm.out (the reference reports embed, layers.0.attn.in" in result.err
