@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from _vllm_gates.errors import Location, Problem
@@ -90,6 +91,7 @@ class KnownGood:
 LAYER_INDEX = "{i}"  # the placeholder of a layer index in a `taps:` pattern
 
 
+@lru_cache(maxsize=256)
 def tap_pattern(pattern: str, prefix: bool = False) -> re.Pattern[str]:
     """A `taps:` pattern as a regular expression: `{i}` a layer index (captured), the rest literal; ``prefix``: it
     matches the start of a name (the `layer` pattern)."""

@@ -179,3 +179,12 @@ def test_a_port_that_lacks_a_tap_is_an_error_listing_what_each_side_reports(exam
     result = example.gates("diverge", "EXAMPLE-ROW", "--gate", "toy-taps")
     assert result.code == 3, result.text
     assert "the implementation's free-running run lacks norm.out (the reference reports embed, layers.0.attn.in" in result.err
+
+
+def test_an_external_implementation_needs_the_gate_to_name_an_operation(example: Example) -> None:
+    toy(example).write("pyproject.toml", example.read("pyproject.toml").replace("[tool.pytest.ini_options]", (
+        '[tool.vllm-gates.implementations.fake]\ncommand = ["fake-worker"]\n\n[tool.pytest.ini_options]')))
+    result = example.gates("diverge", "EXAMPLE-ROW", "--gate", "toy-taps", "--impl", "fake")
+    assert result.code == 2, result.text
+    assert ("--impl fake: gate toy-taps names a Python target, not an operation of the row, so only the python "
+            "implementation can answer it") in result.err
