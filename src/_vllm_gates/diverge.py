@@ -21,7 +21,7 @@ from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run
 from _vllm_gates.implementations import PYTHON, Implementation
 from _vllm_gates.model import Case, Gate, GateFile, TargetRef
-from _vllm_gates.project import Project, unknown_name, unknown_row
+from _vllm_gates.project import Project, unknown_name
 from _vllm_gates.reports import write_atomic
 from _vllm_gates.sandbox import sandbox_for
 from _vllm_gates.tap_dumps import TapDumpError, check_dump, read_dump, write_dump
@@ -95,9 +95,9 @@ def run_diverge(project: Project, options: Options) -> int:
 
 def open_gate(project: Project, options: Options) -> Opened:
     """The row, gate, case and implementation the flags name; DivergeUsage naming the flag and the close names."""
-    refused = unknown_row(project.roadmap, [options.row])
-    if refused:
-        raise DivergeUsage(refused)
+    rows = [row.id for row in project.roadmap.rows]
+    if options.row not in rows:
+        raise DivergeUsage(unknown_name("ROW", options.row, "not a row of the roadmap", rows))
     path = next((p for p in project.config.gate_files() if peek_row_id(p) == options.row), None)
     if path is None:
         raise DivergeUsage(f"row {options.row} has no gate file (rows = {list(project.config.rows)} in pyproject.toml)")

@@ -149,7 +149,7 @@ def test_a_dump_replays_to_the_same_table(example: Example) -> None:
 
 
 @pytest.mark.parametrize("args, said", [
-    (("NO-ROW", "--gate", "toy-taps"), "unknown row 'NO-ROW'"),
+    (("EXAMPLE-RO", "--gate", "toy-taps"), "ROW EXAMPLE-RO: not a row of the roadmap; did you mean 'EXAMPLE-ROW'?"),
     (("EXAMPLE-ROW", "--gate", "toy-tap"), "--gate toy-tap: row EXAMPLE-ROW has no such gate; did you mean 'toy-taps'?"),
     (("EXAMPLE-ROW", "--gate", "page-bytes"), "--gate page-bytes: the gate declares no `taps:`"),
     (("EXAMPLE-ROW", "--gate", "toy-taps", "--case", "four-token"),
