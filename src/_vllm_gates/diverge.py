@@ -68,27 +68,27 @@ def run_diverge(project: Project, options: Options) -> int:
     problems = before_run(project.config, opened.implementation)
     if problems:
         raise DefinitionError(problems)
+    pool = _pool(project, opened.implementation)
     try:
-        divergence, reference_source, reference = _localized(project, opened, options)
+        reference, source = _reference(pool, project, opened, options)
+        if options.dump:  # recorded before the implementation runs: a reference is worth keeping whatever it does
+            _record(options.dump, reference, opened.case, source)
+        free, forced = _implementation_taps(pool, project, opened, reference)
+        divergence = localize(reference, free, forced, opened.gate.taps, opened.gate.policy)  # type: ignore[arg-type]
     except (DefinitionError, DivergeUsage):
         raise
     except GatesError as error:  # a worker lost, a side that raised or crashed, taps or a dump that cannot be used
         print(f"gates diverge: {error}", file=sys.stderr)
         return ExitCode.ERROR
-    if options.dump:
-        try:
-            write_dump(Path(options.dump), reference, opened.case.input[IDS_KEY], opened.case.input[WEIGHTS_KEY],
-                       reference_source)
-        except (OSError, TapDumpError) as error:
-            print(f"gates diverge: --dump {options.dump}: {error}", file=sys.stderr)
-            return ExitCode.ERROR
+    finally:
+        pool.close()
     title = (f"gates diverge {opened.gate_file.row} --gate {opened.gate.id} --case {opened.case.name}: "
-             f"{opened.implementation.name} against {reference_source}")
+             f"{opened.implementation.name} against {source}")
     print(render_text(divergence, title), end="")
     code = ExitCode.CLAIM_NOT_MET if divergence.broke else ExitCode.OK
     if options.json:
         context = {"row": opened.gate_file.row, "gate": opened.gate.id, "case": opened.case.name,
-                   "impl": opened.implementation.name, "reference": reference_source, "exit_code": int(code)}
+                   "impl": opened.implementation.name, "reference": source, "exit_code": int(code)}
         write_atomic(Path(options.json), json.dumps(as_json(divergence, context), indent=2) + "\n")
     return code
 
@@ -149,38 +149,53 @@ def _check_against(against: str) -> None:
                        f"target module:function")
 
 
-def _localized(project: Project, opened: Opened, options: Options) -> tuple[Any, str, dict[str, Any]]:
-    """The reference's taps (a worker's or a dump's), the implementation's free-running and teacher-forced taps,
-    localized; also what the reference was and its taps (for --dump)."""
+def _pool(project: Project, implementation: Implementation) -> WorkerPool:
+    """The workers of this command, started as `gates run` starts them: the implementation's in its sandbox."""
+    config = project.config
+    path = tuple(dict.fromkeys([str(config.root)] + [str(config.root / entry) for entry in config.pythonpath]))
+    return WorkerPool(WorkerSpec(config.root, path, config.allowed_roots, config.worker_preload,
+                                 external=implementation.command, settings=implementation.settings,
+                                 max_buffer_bytes=config.max_tensor_bytes, sandbox=sandbox_for(config, implementation)))
+
+
+def _reference(pool: WorkerPool, project: Project, opened: Opened, options: Options) -> tuple[dict[str, Any], str]:
+    """The reference's free-running taps (a recorded dump's, or a worker's answer) and what the reference is."""
+    gate, case = opened.gate, opened.case
+    if options.against.endswith(".safetensors"):
+        return _replayed(options.against, case), f"dump {options.against}"
+    target = gate.oracle if options.against == ORACLE else TargetRef(options.against, Location("--against", 1, 1))
+    assert target is not None
+    subject = Subject(pool, (opened.gate_file.path, "oracle"), target, gate.build_oracle,
+                      gate.timeout or project.config.call_timeout, "reference")
+    reference = _taps(subject.outcome(case.input), f"the reference {target.dotted}")
+    return reference, f"{'oracle ' if options.against == ORACLE else ''}{target.dotted}"
+
+
+def _record(path: str, reference: dict[str, Any], case: Case, source: str) -> None:
+    try:
+        write_dump(Path(path), reference, case.input[IDS_KEY], case.input[WEIGHTS_KEY], source)
+    except OSError as error:
+        raise TapDumpError(f"--dump {path}: {error}") from None
+
+
+def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened,
+                         reference: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The implementation's free-running taps, and its teacher-forced ones: the case's input with the gate's feed
+    key set to the reference's feed points."""
     config, gate, case, taps = project.config, opened.gate, opened.case, opened.gate.taps
     assert taps is not None
-    pool = WorkerPool(WorkerSpec(config.root, tuple(dict.fromkeys([str(config.root)] + [str(config.root / p) for p in config.pythonpath])),
-                                 config.allowed_roots, config.worker_preload, external=opened.implementation.command,
-                                 settings=opened.implementation.settings, max_buffer_bytes=config.max_tensor_bytes,
-                                 sandbox=sandbox_for(config, opened.implementation)))
-    timeout = gate.timeout or config.call_timeout
-    try:
-        if options.against.endswith(".safetensors"):
-            reference, source = _replayed(options.against, case), f"dump {options.against}"
-        else:
-            target = gate.oracle if options.against == ORACLE else TargetRef(options.against, Location("--against", 1, 1))
-            assert target is not None
-            subject = Subject(pool, (opened.gate_file.path, "oracle"), target, gate.build_oracle, timeout, "reference")
-            reference = _taps(subject.outcome(case.input), f"the reference {target.dotted}")
-            source = f"{'oracle ' if options.against == ORACLE else ''}{target.dotted}"
-        impl = replace(Subject(pool, (opened.gate_file.path, "impl"), gate.impl, gate.build_impl, timeout, "impl"), judged=True)
-        if opened.implementation.external:
-            impl = replace(impl, build=None, operation=gate.operation, kinds=dict(config.error_kinds),
-                           role=f"impl {opened.implementation.name}")
-        feed = {name: array for name, array in reference.items() if taps.is_feed_point(name)}
-        if not feed:
-            raise DivergeError(f"the reference reports no feed point ({', '.join(taps.feed_points)}) among its taps: "
-                               f"nothing to teacher-force")
-        free = _taps(impl.outcome(case.input), f"the implementation {impl.shown} (free-running)")
-        forced = _taps(impl.outcome({**case.input, taps.feed: feed}), f"the implementation {impl.shown} (teacher-forced)")
-    finally:
-        pool.close()
-    return localize(reference, free, forced, taps, gate.policy), source, reference  # type: ignore[arg-type]
+    impl = replace(Subject(pool, (opened.gate_file.path, "impl"), gate.impl, gate.build_impl,
+                           gate.timeout or config.call_timeout, "impl"), judged=True)
+    if opened.implementation.external:  # as `gates run --impl NAME` asks it: the gate's operation, by name
+        impl = replace(impl, build=None, operation=gate.operation, kinds=dict(config.error_kinds),
+                       role=f"impl {opened.implementation.name}")
+    feed = {name: array for name, array in reference.items() if taps.is_feed_point(name)}
+    if not feed:
+        raise DivergeError(f"the reference reports no feed point ({', '.join(taps.feed_points)}) among its taps "
+                           f"({', '.join(reference)}): nothing to teacher-force")
+    free = _taps(impl.outcome(case.input), f"the implementation {impl.shown} (free-running)")
+    forced = _taps(impl.outcome({**case.input, taps.feed: feed}), f"the implementation {impl.shown} (teacher-forced)")
+    return free, forced
 
 
 def _replayed(path: str, case: Case) -> dict[str, Any]:

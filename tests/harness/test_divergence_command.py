@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from _vllm_gates.tap_dumps import read_dump
 from tests.harness.conftest import GATE_FILE, Example
 
 pytestmark = pytest.mark.cpu
@@ -176,9 +177,11 @@ def test_a_port_that_lacks_a_tap_is_an_error_listing_what_each_side_reports(exam
     toy(example).edit("    return _forward(config, weights, ids, dtype, feed)\n",
                       "    taps = _forward(config, weights, ids, dtype, feed)\n    del taps['norm.out']\n    return taps\n",
                       "example_row/toy_decoder.py")
-    result = example.gates("diverge", "EXAMPLE-ROW", "--gate", "toy-taps")
+    dump = example.root / "oracle.safetensors"
+    result = example.gates("diverge", "EXAMPLE-ROW", "--gate", "toy-taps", "--dump", str(dump))
     assert result.code == 3, result.text
     assert "the implementation's free-running run lacks norm.out (the reference reports embed, layers.0.attn.in" in result.err
+    assert "norm.out" in read_dump(dump).taps  # the reference was recorded before the implementation ran
 
 
 def test_an_external_implementation_needs_the_gate_to_name_an_operation(example: Example) -> None:
