@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from _vllm_gates.errors import Location
 from _vllm_gates.fields import Reader, show, type_name
 from _vllm_gates.model import LAYER_INDEX, Taps
 from _vllm_gates.policies import Policy, has_tolerance
@@ -48,18 +49,19 @@ def _pattern(reader: Reader, body: YMap, name: str, key: str, indexed: bool) -> 
     return value if value is not None and _placeholder_ok(reader, location_of(body, name), key, value, indexed) else None
 
 
-def _placeholder_ok(reader: Reader, where: object, key: str, value: str, indexed: bool) -> bool:
+def _placeholder_ok(reader: Reader, where: Location | None, key: str, value: str, indexed: bool) -> bool:
+    """Whether ``value`` holds `{i}` as it must (``indexed``: exactly once; else never) and no other brace."""
     count = value.count(LAYER_INDEX)
     stray = value.replace(LAYER_INDEX, "")
     if "{" in stray or "}" in stray:
-        reader.problem(where, key, f"pattern {show(value)} has a brace that is not the layer index {LAYER_INDEX}")  # type: ignore[arg-type]
+        reader.problem(where, key, f"pattern {show(value)} has a brace that is not the layer index {LAYER_INDEX}")
         return False
     if indexed and count != 1:
-        reader.problem(where, key, f"pattern {show(value)} must hold the layer index {LAYER_INDEX} exactly once "  # type: ignore[arg-type]
+        reader.problem(where, key, f"pattern {show(value)} must hold the layer index {LAYER_INDEX} exactly once "
                                    f"(it holds it {count} times)")
         return False
     if not indexed and count:
-        reader.problem(where, key, f"{show(value)} names one tap: it holds no layer index {LAYER_INDEX}")  # type: ignore[arg-type]
+        reader.problem(where, key, f"{show(value)} names one tap: it holds no layer index {LAYER_INDEX}")
         return False
     return True
 
