@@ -451,6 +451,16 @@ def cmd_upstream_drift(args: argparse.Namespace, project: Project) -> int:
     return ExitCode.CLAIM_NOT_MET if args.check and report.drifted else ExitCode.OK
 
 
+def cmd_diverge(args: argparse.Namespace, project: Project) -> int:
+    """Where an implementation's forward diverges from a reference's, tap by tap (docs/divergence.md)."""
+    from _vllm_gates.diverge import DivergeUsage, Options, run_diverge
+
+    try:
+        return run_diverge(project, Options(args.row, args.gate, args.case, args.impl, args.against, args.json, args.dump))
+    except DivergeUsage as error:
+        raise UsageError(str(error)) from None
+
+
 def known_goods_independent(project: Project) -> list[Violation]:
     """The known-goods' imports of a contract's package (independence.known_good_violations); the rows whose gate
     files do not load are named on stderr, their known-goods unchecked."""
@@ -557,6 +567,17 @@ def parser() -> argparse.ArgumentParser:
     drift.add_argument("--json", metavar="F", help="write the report as JSON")
     drift.add_argument("--markdown", metavar="F", help="write the report as Markdown")
     drift.add_argument("--check", action="store_true", help="exit 1 when anything changed or could not run (default: exit 0, a report)")
+    diverge = sub.add_parser("diverge", help="where an implementation diverges from a reference, tap by tap: a localized "
+                                             "break or drift (docs/divergence.md); exit 0 no break, 1 a localized break")
+    diverge.add_argument("row", metavar="ROW", help="the row whose gate declares `taps:`")
+    diverge.add_argument("--gate", required=True, metavar="ID", help="a gate of ROW with `taps:`")
+    diverge.add_argument("--case", metavar="NAME", help="the case whose input is run (default: the gate's first)")
+    diverge.add_argument("--impl", metavar="NAME", help="the implementation (default: python)")
+    diverge.add_argument("--against", default="oracle", metavar="REF", help="oracle (default), a recorded dump "
+                         "FILE.safetensors, or a reference target module:function called with the oracle's builder")
+    diverge.add_argument("--json", metavar="F", help="write the report as JSON")
+    diverge.add_argument("--dump", metavar="F", help="record the reference's taps, the ids and the weights' fingerprint "
+                         "in F (.safetensors)")
     sub.add_parser("check-independence", help="packages that import what an independence contract forbids (impl, oracles)")
     mutate = sub.add_parser("mutate", help="mutants of the implementation each row's sources name, run through the gates "
                                            "that reach their line: killed, survived, kill matrix (docs/mutation.md)")
@@ -613,7 +634,7 @@ def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "report": cmd_report, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
             "deviations": cmd_deviations, "upstream-drift": cmd_upstream_drift, "check-independence": cmd_check_independence,
-            "mutate": cmd_mutate}
+            "mutate": cmd_mutate, "diverge": cmd_diverge}
 
 
 class _QuietPipe(io.RawIOBase):

@@ -11,6 +11,7 @@ from typing import Callable, Mapping, TypeVar
 from _vllm_gates.agreement import disagreements
 from _vllm_gates.case_tensors import CaseTensors
 from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
+from _vllm_gates.gate_taps import read_taps
 from _vllm_gates.model import BrokenGate, Case, Gate, GateFile, KnownBad, KnownGood, Operation, Properties, Raises, Roadmap, Row, TargetRef
 from _vllm_gates.operations import OPERATION_NAME, load_operations, operations_path
 from _vllm_gates.patterns import files_matching, pattern_parts
@@ -35,7 +36,7 @@ PART_KEYS_REQUIRED, PART_KEYS_OPTIONAL = {"row", "gates"}, {"milestone", "notes"
 PART_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.ya?ml$")  # a file in the row's folder
 GATE_KEYS_REQUIRED = {"id", "milestone", "covers", "markers"}  # and exactly one of `impl` or `operation`
 GATE_KEYS_OPTIONAL = {"impl", "operation", "oracle", "build", "compare", "cases", "properties", "known_bad", "known_good",
-                      "description", "timeout", "upstream", "strength"}
+                      "description", "timeout", "upstream", "strength", "taps"}
 CASE_KEYS = {"input", "expect", "raises", "note", "upstream"}
 
 
@@ -336,11 +337,12 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> tupl
     description = reader.string(body, "description", f"{key}.description") if "description" in body else None
     timeout = _timeout(reader, body, key)
     strength = _strength(reader, body, key, policy)
+    taps = read_taps(reader, body, key, has_oracle, policy)
     if not (gate_id and milestone and impl and markers):
         return None, []
     gate = Gate(gate_id, body.location, milestone, tuple(covers), tuple(markers), impl, oracle, build_impl,
                 build_oracle, compare, tuple(cases), properties, tuple(known_bad), description, timeout, operation,
-                policy=policy, strength=strength, known_good=tuple(known_good))
+                policy=policy, strength=strength, known_good=tuple(known_good), taps=taps)
     if "upstream" not in body:
         return gate, []
     parts = LegParts(_target, _properties, context.declared, context.spec)

@@ -1,7 +1,9 @@
 """The validated shape of roadmap rows and gate files (docs/gate-files.md)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from _vllm_gates.errors import Location, Problem
@@ -86,6 +88,37 @@ class KnownGood:
     location: Location
 
 
+LAYER_INDEX = "{i}"  # the placeholder of a layer index in a `taps:` pattern
+
+
+@lru_cache(maxsize=256)
+def tap_pattern(pattern: str, prefix: bool = False) -> re.Pattern[str]:
+    """A `taps:` pattern as a regular expression: `{i}` a layer index (captured), the rest literal; ``prefix``: it
+    matches the start of a name (the `layer` pattern)."""
+    literal = r"(\d+)".join(re.escape(part) for part in pattern.split(LAYER_INDEX))
+    return re.compile(f"^{literal}" + ("" if prefix else "$"))
+
+
+@dataclass(frozen=True)
+class Taps:
+    """A model gate's `taps:` (docs/gate-files.md, docs/divergence.md): the input key a teacher-forced run feeds,
+    the feed points' name patterns, how a tap names its layer, and the tap holding the logits (None: none)."""
+
+    feed: str
+    feed_points: tuple[str, ...]
+    layer: str
+    logits: str | None
+    location: Location
+
+    def is_feed_point(self, name: str) -> bool:
+        return any(tap_pattern(pattern).match(name) for pattern in self.feed_points)
+
+    def layer_of(self, name: str) -> int | None:
+        """The layer index a tap name carries (by the `layer` pattern); None for a tap outside the layers."""
+        found = tap_pattern(self.layer, prefix=True).match(name)
+        return int(found.group(1)) if found else None
+
+
 @dataclass(frozen=True)
 class Gate:
     """One gate of a row: an impl checked against cases, an oracle, known-bad stand-ins and known-good ones."""
@@ -111,6 +144,7 @@ class Gate:
     policy: Policy | None = None  # `compare: {policy: ...}`: how arrays in results are compared (policies.py, issue 29)
     strength: float | None = None  # `strength:`: the noise (share of the RMS) the tolerance audit adds (tolerance_audit.py)
     known_good: tuple[KnownGood, ...] = ()  # `known_good:`: implementations the gate must pass (docs/gate-files.md)
+    taps: Taps | None = None  # `taps:`: a model gate `gates diverge` can open (docs/divergence.md)
 
     def targets(self) -> list[TargetRef]:
         """Every target the gate names, for resolution at collection."""

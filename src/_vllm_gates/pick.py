@@ -2,24 +2,15 @@
 asked for, each name checked against the row's gate file; a name it lacks is refused with the close ones."""
 from __future__ import annotations
 
-import difflib
-
 from _vllm_gates.errors import GatesError
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.model import Gate
 from _vllm_gates.policies import has_tolerance
-from _vllm_gates.project import Project
+from _vllm_gates.project import Project, unknown_name
 
 
 class PickError(GatesError):
     """A --gate or --case (or the row they need) that the project does not have."""
-
-
-def _unknown(flag: str, value: str, what: str, known: list[str]) -> PickError:
-    close = difflib.get_close_matches(value, known, n=3, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    shown = ", ".join(known[:20]) + (f", and {len(known) - 20} more" if len(known) > 20 else "")
-    return PickError(f"{flag} {value}: {what}{hint} (known: {shown or 'none'})")
 
 
 def item_names(gate: Gate) -> list[str]:
@@ -46,12 +37,12 @@ def node_ids(project: Project, rows: list[str], gates: list[str], cases: list[st
     by_id = {gate.id: gate for gate in gate_file.gates}
     for gate_id in gates:
         if gate_id not in by_id:
-            raise _unknown("--gate", gate_id, f"row {row} has no such gate", list(by_id))
+            raise PickError(unknown_name("--gate", gate_id, f"row {row} has no such gate", list(by_id)))
     shown = config.relative(path) or str(path)
     if not cases:
         return [f"{shown}::{gate_id}" for gate_id in dict.fromkeys(gates)]
     names = item_names(by_id[gates[0]])
     for name in cases:
         if name not in names:
-            raise _unknown("--case", name, f"gate {gates[0]} has no such case or item", names)
+            raise PickError(unknown_name("--case", name, f"gate {gates[0]} has no such case or item", names))
     return [f"{shown}::{gates[0]}::{name}" for name in dict.fromkeys(cases)]

@@ -6,6 +6,7 @@ cached beyond one snapshot: the next run takes a new one, so a file changed sinc
 """
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -120,6 +121,14 @@ def unknown_row(roadmap: Roadmap, rows: list[str]) -> str | None:
     known = [r.id for r in roadmap.rows]
     missing = [row for row in rows if row not in known]
     return f"unknown row {missing[0]!r} (rows: {', '.join(known)})" if missing else None
+
+
+def unknown_name(flag: str, value: str, what: str, known: list[str]) -> str:
+    """Why a flag's value is refused: what it does not name, the close names, and the known ones (at most 20)."""
+    close = difflib.get_close_matches(value, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    shown = ", ".join(known[:20]) + (f", and {len(known) - 20} more" if len(known) > 20 else "")
+    return f"{flag} {value}: {what}{hint} (known: {shown or 'none'})"
 
 
 def load_roadmap_of(config: Config) -> Roadmap:

@@ -43,6 +43,19 @@ class StoredTensor:
 
 def read_header(path: Path) -> dict[str, StoredTensor]:
     """The file's tensors by name, each checked against the file's size (module docstring); FixtureFileError else."""
+    header, base, buffer_size = _header(path)
+    return _entries(header, base, buffer_size)
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The file's `__metadata__` (a map of strings; empty where it has none), its tensors checked as read_header does."""
+    header, base, buffer_size = _header(path)
+    _entries(header, base, buffer_size)
+    return dict(header.get(METADATA, {}))
+
+
+def _header(path: Path) -> tuple[dict, int, int]:
+    """The JSON header, where the data starts and how many data bytes follow it."""
     with _open(path) as handle:
         size = os.fstat(handle.fileno()).st_size
         head = _read_up_to(handle, 8)
@@ -63,7 +76,7 @@ def read_header(path: Path) -> dict[str, StoredTensor]:
         raise FixtureFileError(f"has a header that is not UTF-8 JSON: {exc}") from None
     if type(header) is not dict:
         raise FixtureFileError(f"has a header that is a JSON {type(header).__name__}, not an object of tensors")
-    return _entries(header, 8 + length, size - 8 - length)
+    return header, 8 + length, size - 8 - length
 
 
 def _entries(header: dict, base: int, buffer_size: int) -> dict[str, StoredTensor]:

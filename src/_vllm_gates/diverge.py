@@ -1,0 +1,218 @@
+"""`gates diverge ROW --gate ID` (docs/divergence.md): where an implementation's forward diverges from a reference's,
+tap by tap. The reference and the implementation answer in workers (worker_pool), never in this process: the
+reference free-running, the implementation free-running and teacher-forced (the case's input with the gate's
+`taps.feed` key set to the reference's feed points); divergence.localize judges the three."""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from _vllm_gates.checks import Outcome, Subject
+from _vllm_gates.config import implementation_refused
+from _vllm_gates.divergence import localize
+from _vllm_gates.divergence_report import as_json, render_text
+from _vllm_gates.errors import DefinitionError, GatesError, Location
+from _vllm_gates.exitcodes import ExitCode
+from _vllm_gates.fields import TARGET_PATTERN
+from _vllm_gates.gatefile import peek_row_id
+from _vllm_gates.impl_problems import before_run
+from _vllm_gates.implementations import PYTHON, Implementation
+from _vllm_gates.model import Case, Gate, GateFile, TargetRef
+from _vllm_gates.project import Project, unknown_name
+from _vllm_gates.reports import write_atomic
+from _vllm_gates.sandbox import sandbox_for
+from _vllm_gates.tap_dumps import TapDumpError, check_dump, read_dump, write_dump
+from _vllm_gates.worker_pool import WorkerPool, WorkerSpec
+
+ORACLE = "oracle"
+IDS_KEY, WEIGHTS_KEY = "ids", "weights"  # the case input keys a dump records (the `decoder-taps` operation's)
+
+
+class DivergeUsage(GatesError):
+    """A flag naming what the project does not have: exit 2, naming the flag and the close names."""
+
+
+class DivergeError(GatesError):
+    """The localization could not be made (a worker lost, a side raised, taps that cannot be compared): exit 3."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """The command's arguments as given."""
+
+    row: str
+    gate: str
+    case: str | None = None
+    impl: str | None = None
+    against: str = ORACLE
+    json: str | None = None
+    dump: str | None = None
+
+
+@dataclass(frozen=True)
+class Opened:
+    """What the flags name: the row's gate file, the gate (with `taps:`), the case and the implementation."""
+
+    gate_file: GateFile
+    gate: Gate
+    case: Case
+    implementation: Implementation
+
+
+def run_diverge(project: Project, options: Options) -> int:
+    """The command: 0 no localized break, 1 a localized break, 3 an error (DivergeUsage for usage, exit 2)."""
+    opened = open_gate(project, options)
+    problems = before_run(project.config, opened.implementation)
+    if problems:
+        raise DefinitionError(problems)
+    pool = _pool(project, opened.implementation)
+    try:
+        reference, source = _reference(pool, project, opened, options)
+        if options.dump:  # recorded before the implementation runs: a reference is worth keeping whatever it does
+            _record(options.dump, reference, opened.case, source)
+        free, forced = _implementation_taps(pool, project, opened, reference)
+        divergence = localize(reference, free, forced, opened.gate.taps, opened.gate.policy)  # type: ignore[arg-type]
+    except (DefinitionError, DivergeUsage):
+        raise
+    except GatesError as error:  # a worker lost, a side that raised or crashed, taps or a dump that cannot be used
+        print(f"gates diverge: {error}", file=sys.stderr)
+        return ExitCode.ERROR
+    finally:
+        pool.close()
+    title = (f"gates diverge {opened.gate_file.row} --gate {opened.gate.id} --case {opened.case.name}: "
+             f"{opened.implementation.name} against {source}")
+    print(render_text(divergence, title), end="")
+    code = ExitCode.CLAIM_NOT_MET if divergence.broke else ExitCode.OK
+    if options.json:
+        context = {"row": opened.gate_file.row, "gate": opened.gate.id, "case": opened.case.name,
+                   "impl": opened.implementation.name, "reference": source, "exit_code": int(code)}
+        write_atomic(Path(options.json), json.dumps(as_json(divergence, context), indent=2) + "\n")
+    return code
+
+
+def open_gate(project: Project, options: Options) -> Opened:
+    """The row, gate, case and implementation the flags name; DivergeUsage naming the flag and the close names."""
+    rows = [row.id for row in project.roadmap.rows]
+    if options.row not in rows:
+        raise DivergeUsage(unknown_name("ROW", options.row, "not a row of the roadmap", rows))
+    path = next((p for p in project.config.gate_files() if peek_row_id(p) == options.row), None)
+    if path is None:
+        raise DivergeUsage(f"row {options.row} has no gate file (rows = {list(project.config.rows)} in pyproject.toml)")
+    gate_file = project.whole_gate_file(path)
+    by_id = {gate.id: gate for gate in gate_file.gates}
+    if options.gate not in by_id:
+        raise DivergeUsage(unknown_name("--gate", options.gate, f"row {options.row} has no such gate", list(by_id)))
+    gate = by_id[options.gate]
+    if gate.taps is None:
+        with_taps = [g.id for g in gate_file.gates if g.taps is not None]
+        raise DivergeUsage(f"--gate {gate.id}: the gate declares no `taps:`, so it names no taps to compare "
+                           f"(gates of {options.row} with taps: {', '.join(with_taps) or 'none'}; docs/divergence.md)")
+    names = [case.name for case in gate.cases]
+    if not names:
+        raise DivergeUsage(f"--gate {gate.id}: the gate has no named case to run (docs/divergence.md)")
+    name = options.case or names[0]
+    if name not in names:
+        raise DivergeUsage(unknown_name("--case", name, f"gate {gate.id} has no such case", names))
+    refused = implementation_refused(project.config, "--impl", options.impl) if options.impl else None
+    if refused:
+        raise DivergeUsage(refused)
+    implementation = project.config.implementation(options.impl or PYTHON)
+    assert implementation is not None
+    if implementation.external and gate.operation is None:
+        raise DivergeUsage(f"--impl {implementation.name}: gate {gate.id} names a Python target, not an operation of the "
+                           f"row, so only the python implementation can answer it")
+    _check_against(options.against)
+    case = next(case for case in gate.cases if case.name == name)
+    if not isinstance(case.input, dict) or gate.taps.feed in case.input:
+        raise DivergeUsage(f"--case {name}: its input must be a mapping without the feed key {gate.taps.feed!r} "
+                           f"(the teacher-forced run sets it)")
+    recorded = [flag for flag, asked in (("--dump", options.dump), ("--against", options.against.endswith(".safetensors")))
+                if asked]
+    missing = [key for key in (IDS_KEY, WEIGHTS_KEY) if key not in case.input]
+    if recorded and missing:
+        raise DivergeUsage(f"{recorded[0]}: case {name}'s input has no {missing[0]!r}: a dump records the case's ids "
+                           f"and the fingerprint of its weights")
+    return Opened(gate_file, gate, case, implementation)
+
+
+def _check_against(against: str) -> None:
+    if against == ORACLE or TARGET_PATTERN.match(against):
+        return
+    if against.endswith(".safetensors"):
+        if not Path(against).is_file():
+            raise DivergeUsage(f"--against {against}: no such file")
+        return
+    raise DivergeUsage(f"--against {against}: expected `oracle`, a recorded dump FILE.safetensors or a reference "
+                       f"target module:function")
+
+
+def _pool(project: Project, implementation: Implementation) -> WorkerPool:
+    """The workers of this command, started as `gates run` starts them: the implementation's in its sandbox."""
+    config = project.config
+    path = tuple(dict.fromkeys([str(config.root)] + [str(config.root / entry) for entry in config.pythonpath]))
+    return WorkerPool(WorkerSpec(config.root, path, config.allowed_roots, config.worker_preload,
+                                 external=implementation.command, settings=implementation.settings,
+                                 max_buffer_bytes=config.max_tensor_bytes, sandbox=sandbox_for(config, implementation)))
+
+
+def _reference(pool: WorkerPool, project: Project, opened: Opened, options: Options) -> tuple[dict[str, Any], str]:
+    """The reference's free-running taps (a recorded dump's, or a worker's answer) and what the reference is."""
+    gate, case = opened.gate, opened.case
+    if options.against.endswith(".safetensors"):
+        return _replayed(options.against, case), f"dump {options.against}"
+    target = gate.oracle if options.against == ORACLE else TargetRef(options.against, Location("--against", 1, 1))
+    assert target is not None
+    subject = Subject(pool, (opened.gate_file.path, "oracle"), target, gate.build_oracle,
+                      gate.timeout or project.config.call_timeout, "reference")
+    reference = _taps(subject.outcome(case.input), f"the reference {target.dotted}")
+    return reference, f"{'oracle ' if options.against == ORACLE else ''}{target.dotted}"
+
+
+def _record(path: str, reference: dict[str, Any], case: Case, source: str) -> None:
+    try:
+        write_dump(Path(path), reference, case.input[IDS_KEY], case.input[WEIGHTS_KEY], source)
+    except OSError as error:
+        raise TapDumpError(f"--dump {path}: {error}") from None
+
+
+def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened,
+                         reference: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The implementation's free-running taps, and its teacher-forced ones: the case's input with the gate's feed
+    key set to the reference's feed points."""
+    config, gate, case, taps = project.config, opened.gate, opened.case, opened.gate.taps
+    assert taps is not None
+    impl = replace(Subject(pool, (opened.gate_file.path, "impl"), gate.impl, gate.build_impl,
+                           gate.timeout or config.call_timeout, "impl"), judged=True)
+    if opened.implementation.external:  # as `gates run --impl NAME` asks it: the gate's operation, by name
+        impl = replace(impl, build=None, operation=gate.operation, kinds=dict(config.error_kinds),
+                       role=f"impl {opened.implementation.name}")
+    feed = {name: array for name, array in reference.items() if taps.is_feed_point(name)}
+    if not feed:
+        raise DivergeError(f"the reference reports no feed point ({', '.join(taps.feed_points)}) among its taps "
+                           f"({', '.join(reference)}): nothing to teacher-force")
+    free = _taps(impl.outcome(case.input), f"the implementation {impl.shown} (free-running)")
+    forced = _taps(impl.outcome({**case.input, taps.feed: feed}), f"the implementation {impl.shown} (teacher-forced)")
+    return free, forced
+
+
+def _replayed(path: str, case: Case) -> dict[str, Any]:
+    """A recorded dump's taps, refused unless recorded on the case's ids and weights."""
+    dump = read_dump(Path(path))
+    check_dump(dump, case.input[IDS_KEY], case.input[WEIGHTS_KEY], f"--against {path}")
+    return dump.taps
+
+
+def _taps(outcome: Outcome, what: str) -> dict[str, Any]:
+    """A side's answer as a mapping tap name -> array; DivergeError where it raised or answered something else."""
+    if outcome.error is not None:
+        raise DivergeError(f"{what} raised {outcome.error.type_name}: {outcome.error.message}")
+    import numpy as np
+
+    value = outcome.value
+    if not isinstance(value, dict) or not all(isinstance(name, str) and isinstance(array, np.ndarray)
+                                              for name, array in value.items()):
+        raise DivergeError(f"{what} answered {type(value).__name__}, not a mapping of tap names to arrays")
+    return value

@@ -1,0 +1,94 @@
+"""A localization rendered (docs/divergence.md): the per-tap table and the classification as text, and the JSON
+report (`vllm-gates/diverge/1`)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from _vllm_gates.divergence import Divergence, Judged, TapJudgement
+
+FORMAT = "vllm-gates/diverge/1"
+HEADINGS = ("tap", "dtype", "isolated max abs", "isolated rel L2", "accumulated max abs", "accumulated rel L2",
+            "tolerance used", "verdict")
+
+
+def verdict(tap: TapJudgement, divergence: Divergence) -> str:
+    """One tap's verdict: BREAK (the localized break), fed (a feed point: the teacher-forced run fed it), FAIL
+    (its isolated error fails after the break), over (its own error within tolerance, the accumulated error not),
+    ok."""
+    over = "" if tap.accumulated.passed else ", accumulated over"
+    if divergence.broke and divergence.classification.tap == tap.name:
+        return "BREAK"
+    if tap.feed_point:
+        return f"fed{over}"
+    if not tap.isolated.passed:
+        return f"FAIL{over}"
+    return "over" if over else "ok"
+
+
+def render_text(divergence: Divergence, title: str) -> str:
+    """The tolerances, the table (the share of its tolerance each comparison used: isolated / accumulated, over 1
+    fails), then the classification with its numeric report, the first divergent logits position and the dtype
+    boundaries."""
+    rows = [HEADINGS] + [(tap.name, tap.dtype if tap.dtype == tap.reference_dtype else f"{tap.dtype} (ref {tap.reference_dtype})",
+                          _number(tap.isolated.figures.max_abs), _number(tap.isolated.figures.rel_l2),
+                          _number(tap.accumulated.figures.max_abs), _number(tap.accumulated.figures.rel_l2),
+                          f"{_number(tap.isolated.used)} / {_number(tap.accumulated.used)}", verdict(tap, divergence))
+                         for tap in divergence.taps]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(HEADINGS))]
+    tolerances = list(dict.fromkeys(tap.tolerance for tap in divergence.taps))
+    lines = [title, f"tolerance: {'; '.join(tolerances)}", ""]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines += ["", divergence.classification.describe()]
+    lines += [f"  {label}: {text}" for label, text in divergence.classification.report]
+    if divergence.first_divergence is not None:
+        lines.append(divergence.first_divergence.describe())
+    if divergence.confident_without_break:
+        lines.append("a confident divergence with no localized break: the tokens differ where the reference is sure, yet "
+                     "every tap's own error is within tolerance (accumulated error, or a tolerance too loose to localize it)")
+    if divergence.boundaries:
+        lines.append("dtype boundaries:")
+        lines += [f"  {boundary.describe()}" for boundary in divergence.boundaries]
+    return "\n".join(lines) + "\n"
+
+
+def _number(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def as_json(divergence: Divergence, context: dict[str, Any]) -> dict[str, Any]:
+    """The JSON report: ``context`` (row, gate, case, impl, reference), every tap's figures and verdicts, the
+    classification, the first divergence and the dtype boundaries; non-finite numbers as the strings inf, -inf, nan."""
+    first = divergence.first_divergence
+    return {
+        "format": FORMAT, **context,
+        "taps": [{"name": tap.name, "dtype": tap.dtype, "reference_dtype": tap.reference_dtype, "shape": list(tap.shape),
+                  "layer": tap.layer, "feed_point": tap.feed_point, "tolerance": tap.tolerance,
+                  "verdict": verdict(tap, divergence),
+                  "isolated": _judged(tap.isolated), "accumulated": _judged(tap.accumulated)} for tap in divergence.taps],
+        "classification": {"kind": divergence.classification.kind, "tap": divergence.classification.tap,
+                           "layer": divergence.classification.layer, "text": divergence.classification.describe(),
+                           "report": [list(line) for line in divergence.classification.report]},
+        "first_divergence": None if first is None else {
+            "positions": first.positions, "position": first.position,
+            "reference_id": first.reference_id if first.position is not None else None,
+            "impl_id": first.impl_id if first.position is not None else None,
+            "margin": _finite(first.margin) if first.position is not None else None,
+            "band": _finite(first.band), "band_source": first.band_source,
+            "judged": None if first.position is None else ("near-tie" if first.near_tie else "confident"),
+            "text": first.describe()},
+        "confident_without_break": divergence.confident_without_break,
+        "dtype_boundaries": [{"tap": b.tap, "dtype": b.dtype, "reference_dtype": b.reference_dtype, "wider": b.wider,
+                              "extra_bytes": b.extra_bytes, "text": b.describe()} for b in divergence.boundaries],
+    }
+
+
+def _judged(judged: Judged) -> dict[str, Any]:
+    found = judged.figures
+    return {"max_abs": _finite(found.max_abs), "rms": _finite(found.rms), "rel_l2": _finite(found.rel_l2),
+            "cosine": _finite(found.cosine), "non_finite": found.non_finite, "passed": judged.passed,
+            "used": _finite(judged.used)}
+
+
+def _finite(value: float) -> float | str:
+    return value if math.isfinite(value) else ("nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
