@@ -15,11 +15,15 @@ from tests.model_taps.conftest import FOUR, IDS, TINY, as_numpy, relative_l2
 pytestmark = [pytest.mark.cpu, pytest.mark.dist]
 
 GATE_RELATIVE_L2 = 1e-5  # the gate's NMSE 1e-10
-FEED_POINTS = lambda taps: {name: value for name, value in taps.items() if name.endswith(".in")}  # noqa: E731
 
 # relative L2 per tap, the largest measured over the 2- and 4-layer models (free-running / teacher-forced):
 # bfloat16 2.4e-2 / 9.5e-3, float16 3.2e-3 / 1.1e-3; the bounds keep about 1.7x
 DRIFT_BOUNDS = {"float32": (GATE_RELATIVE_L2, GATE_RELATIVE_L2), "bfloat16": (4e-2, 1.6e-2), "float16": (6e-3, 2e-3)}
+
+
+def feed_points(taps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The feed points among ``taps`` (layers.{i}.attn.in, layers.{i}.mlp.in, norm.in)."""
+    return {name: value for name, value in taps.items() if name.endswith(".in")}
 
 
 def test_the_oracle_names_the_ports_taps_in_float64(tiny):
@@ -37,7 +41,7 @@ def test_the_oracles_last_logits_are_its_greedy_steps(tiny):
 def test_the_oracle_fed_its_own_stream_is_unchanged_and_a_feed_is_read(tiny):
     weights = as_numpy(tiny)
     free = oracle_taps(TINY, weights, IDS.numpy())
-    again = oracle_taps(TINY, weights, IDS.numpy(), feed=FEED_POINTS(free))
+    again = oracle_taps(TINY, weights, IDS.numpy(), feed=feed_points(free))
     assert all(np.array_equal(again[name], free[name]) for name in free)
     zeros = oracle_taps(TINY, weights, IDS.numpy(), feed={"norm.in": np.zeros((8, 64), dtype=np.float32)})
     assert not zeros["logits"].any() and np.array_equal(zeros["layers.1.out"], free["layers.1.out"])
@@ -48,7 +52,7 @@ def test_the_oracle_fed_its_own_stream_is_unchanged_and_a_feed_is_read(tiny):
 def test_port_and_oracle_agree_per_tap(request, dtype, model, config):
     weights = request.getfixturevalue(model)
     reference = oracle_taps(config, as_numpy(weights), IDS.numpy())
-    feed = {name: torch.from_numpy(value) for name, value in FEED_POINTS(reference).items()}
+    feed = {name: torch.from_numpy(value) for name, value in feed_points(reference).items()}
     free_bound, forced_bound = DRIFT_BOUNDS[dtype]
     free = qwen3_taps.decoder_taps(config, weights, IDS, 1, dtype)
     forced = qwen3_taps.decoder_taps(config, weights, IDS, 1, dtype, feed)
@@ -62,7 +66,7 @@ def test_port_and_oracle_agree_per_tap(request, dtype, model, config):
 def test_teacher_forcing_isolates_the_error_float32(four):
     """Forced, each sub-block's error is its own: under the free-running one at the last layers."""
     reference = oracle_taps(FOUR, as_numpy(four), IDS.numpy())
-    feed = {name: torch.from_numpy(value) for name, value in FEED_POINTS(reference).items()}
+    feed = {name: torch.from_numpy(value) for name, value in feed_points(reference).items()}
     free, forced = qwen3_taps.decoder_taps(FOUR, four, IDS, 1), qwen3_taps.decoder_taps(FOUR, four, IDS, 1, "float32", feed)
     assert relative_l2(forced["norm.in"], reference["norm.in"]) < 1e-7 < relative_l2(free["norm.in"], reference["norm.in"])
 
@@ -72,7 +76,7 @@ def test_each_planted_defect_first_shows_at_its_tap_of_layer_2_and_only_there(fo
     reference = oracle_taps(FOUR, as_numpy(four), IDS.numpy())
     bad = getattr(known_bad, name.replace("-", "_"))
     tp = 2 if name == "o-proj-partial-dropped" else 1
-    feed = {point: torch.from_numpy(value) for point, value in FEED_POINTS(reference).items()}
+    feed = {point: torch.from_numpy(value) for point, value in feed_points(reference).items()}
     first = f"layers.{known_bad.PLANTED_LAYER}.{known_bad.FIRST_TAP[name]}"
     for taps in (bad(FOUR, four, IDS, tp), bad(FOUR, four, IDS, tp, "float32", feed)):
         errors = {tap: relative_l2(value, reference[tap]) for tap, value in taps.items()}
