@@ -5,6 +5,7 @@ Written from the model's definition (vLLM 0.33.0 vllm/model_executor/models/qwen
 qwen2.py's MLP and model loop), not from the port: every weight is used whole, each query head attends with its own
 loop over the KV head its group reads, RoPE is written as complex multiplication, RMSNorm as x / sqrt(mean(x²) + eps).
 Nothing is rounded until the logits, which are returned as float32 beside the top-2 margins the `tokens` policy reads.
+decoder_taps (spec/model-taps.md) returns the same forward's named intermediates, float64 throughout.
 """
 from __future__ import annotations
 
@@ -51,29 +52,70 @@ def _silu(x: Array) -> Array:
     return x / (1.0 + np.exp(-x))
 
 
-def _last_logits(config: Mapping[str, Any], w: Mapping[str, Array], ids: Array) -> Array:
-    """The float64 logits [vocab] of the last position of ``ids``."""
+Taps = dict[str, Array]
+
+
+def _fed(taps: Taps, feed: Mapping[str, Array], name: str, stream: Array) -> Array:
+    """The stream at a feed point, or the array fed there (spec/model-taps.md MT-2.1); recorded under ``name``."""
+    if name in feed:
+        stream = feed[name]
+    taps[name] = stream
+    return stream
+
+
+def _decoder(config: Mapping[str, Any], w: Mapping[str, Array], ids: Array, feed: Mapping[str, Array],
+             taps: Taps) -> Array:
+    """The float64 residual stream [tokens, hidden] entering the final norm; every tap of the way in ``taps``."""
     heads, kv_heads, head_dim = config["num_heads"], config["num_kv_heads"], config["head_dim"]
     eps, theta = float(config["rms_norm_eps"]), float(config["rope_theta"])
     tokens = len(ids)
     positions = np.arange(tokens)
-    hidden = w["model.embed_tokens.weight"][ids]
+    hidden = taps["embed"] = w["model.embed_tokens.weight"][ids]
     for layer in range(config["layers"]):
-        p = f"model.layers.{layer}."
+        p, t = f"model.layers.{layer}.", f"layers.{layer}."
+        hidden = _fed(taps, feed, t + "attn.in", hidden)
         x = _rms_norm(hidden, w[p + "input_layernorm.weight"], eps)
         q = (x @ w[p + "self_attn.q_proj.weight"].T).reshape(tokens, heads, head_dim)
         k = (x @ w[p + "self_attn.k_proj.weight"].T).reshape(tokens, kv_heads, head_dim)
         v = (x @ w[p + "self_attn.v_proj.weight"].T).reshape(tokens, kv_heads, head_dim)
         q = _rope(_rms_norm(q, w[p + "self_attn.q_norm.weight"], eps), positions, theta)
         k = _rope(_rms_norm(k, w[p + "self_attn.k_norm.weight"], eps), positions, theta)
+        taps[t + "attn.k"], taps[t + "attn.v"] = k.reshape(tokens, -1), v.reshape(tokens, -1)
         attended = _attention(q, k, v, kv_heads).reshape(tokens, heads * head_dim)
-        hidden = hidden + attended @ w[p + "self_attn.o_proj.weight"].T
+        taps[t + "attn.out"] = attended @ w[p + "self_attn.o_proj.weight"].T
+        hidden = _fed(taps, feed, t + "mlp.in", hidden + taps[t + "attn.out"])
         x = _rms_norm(hidden, w[p + "post_attention_layernorm.weight"], eps)
         gated = _silu(x @ w[p + "mlp.gate_proj.weight"].T) * (x @ w[p + "mlp.up_proj.weight"].T)
-        hidden = hidden + gated @ w[p + "mlp.down_proj.weight"].T
-    last = _rms_norm(hidden[-1], w["model.norm.weight"], eps)
-    head = w["model.embed_tokens.weight"] if config["tie_word_embeddings"] else w["lm_head.weight"]
-    return head @ last
+        taps[t + "mlp.out"] = gated @ w[p + "mlp.down_proj.weight"].T
+        hidden = taps[t + "out"] = hidden + taps[t + "mlp.out"]
+    return _fed(taps, feed, "norm.in", hidden)
+
+
+def _lm_head(config: Mapping[str, Any], w: Mapping[str, Array]) -> Array:
+    return w["model.embed_tokens.weight"] if config["tie_word_embeddings"] else w["lm_head.weight"]
+
+
+def _last_logits(config: Mapping[str, Any], w: Mapping[str, Array], ids: Array) -> Array:
+    """The float64 logits [vocab] of the last position of ``ids``."""
+    hidden = _decoder(config, w, ids, {}, {})
+    last = _rms_norm(hidden[-1], w["model.norm.weight"], float(config["rms_norm_eps"]))
+    return _lm_head(config, w) @ last
+
+
+def decoder_taps(config: Mapping[str, Any], weights: Mapping[str, Any], ids: Any,
+                 feed: Mapping[str, Any] | None = None, dtype: str | None = None, tp: int = 1) -> Taps:
+    """The oracle of decoder-taps (spec/model-taps.md): every tap of one float64 forward over ``ids`` in forward order,
+    float64 arrays, logits [tokens, vocab] included; ``feed`` (feed point -> [tokens, hidden]) read as float64 at its
+    feed points. ``dtype`` and ``tp`` are accepted and ignored: the exact unsharded model is computed in float64 for
+    every port dtype. Inputs are not checked (the port's refusals are judged against the case's `raises`)."""
+    del dtype, tp
+    w = {name: _wide(value) for name, value in weights.items()}
+    fed = {name: _wide(value) for name, value in (feed or {}).items()}
+    taps: Taps = {}
+    hidden = _decoder(config, w, np.asarray(ids, dtype=np.int64).reshape(-1), fed, taps)
+    taps["norm.out"] = _rms_norm(hidden, w["model.norm.weight"], float(config["rms_norm_eps"]))
+    taps["logits"] = taps["norm.out"] @ _lm_head(config, w).T
+    return taps
 
 
 def greedy_reference(config: Mapping[str, Any], weights: Mapping[str, Any], prompt: Any, steps: int,

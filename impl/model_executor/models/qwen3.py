@@ -8,6 +8,9 @@ RoPE, causal grouped-query attention over the rank's heads, o_proj row-parallel 
 RMSNorm, gate_up (merged column), silu(gate)·up, down row-parallel and all-reduced, the residual; then the final
 RMSNorm, the rank's lm_head shard, the logits all-gathered in rank order and trimmed to the vocabulary; greedy
 argmax. The whole sequence is recomputed each step (no KV cache).
+
+The same layer code runs the decoder-taps forward (qwen3_taps.py, spec/model-taps.md): a Recorder (taps.py) gets each
+named intermediate and may replace the residual stream at the feed points; the greedy decode's NO_TAPS does neither.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from impl.distributed.shard_plan import RankShards, WeightShard, shard_plan
 from impl.model_executor.layers.layernorm import rms_norm
 from impl.model_executor.layers.rotary_embedding import cos_sin_cache, rotary_embedding
 from impl.model_executor.models.qwen3_weights import ModelConfig, checked_inputs
+from impl.model_executor.models.taps import NO_TAPS, Recorder
 
 CALL_TIMEOUT_S = 120.0
 """How long one greedy run may take on the world before the ranks are taken as stuck."""
@@ -126,31 +130,56 @@ def _attention(model: RankModel, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     return (probs @ v).transpose(0, 1).reshape(tokens, model.heads * head_dim)
 
 
-def _layer(model: RankModel, layer: RankLayer, hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """One Qwen3DecoderLayer on the rank's shards; the residual stream stays whole on every rank."""
+def _mlp(layer: RankLayer, x: torch.Tensor) -> torch.Tensor:
+    """The rank's partial of the MLP over the normed stream: silu(gate) * up through its down_proj rows."""
+    gate, up = (x @ layer.gate_up.T).chunk(2, dim=-1)  # TP-4.4: the rank's gate rows, then its up rows
+    return (torch.nn.functional.silu(gate) * up) @ layer.down.T
+
+
+def _kv_replicas(model: RankModel) -> int:
+    """How many consecutive ranks hold each KV head (1 where tp <= Hkv; TP-4.3)."""
+    return communication_op.world_size() * model.kv_heads // model.config.geometry.num_kv_heads
+
+
+def _layer(model: RankModel, layer: RankLayer, hidden: torch.Tensor, positions: torch.Tensor,
+           recorder: Recorder = NO_TAPS, name: str = "") -> torch.Tensor:
+    """One Qwen3DecoderLayer on the rank's shards; the residual stream stays whole on every rank. The recorder gets
+    the layer's taps under ``name`` (``layers.{i}.``) and may feed its two sub-blocks (spec/model-taps.md MT-1.2)."""
     config = model.config
     eps, head_dim = config.rms_norm_eps, config.geometry.head_dim
+    hidden = recorder.fed(name + "attn.in", hidden)
     x = rms_norm(hidden, layer.input_norm, eps)
     q, k, v = (x @ layer.qkv.T).split([model.heads * head_dim, model.kv_heads * head_dim, model.kv_heads * head_dim], -1)
     q = rms_norm(q.reshape(-1, model.heads, head_dim), layer.q_norm, eps).reshape(q.shape)
     k = rms_norm(k.reshape(-1, model.kv_heads, head_dim), layer.k_norm, eps).reshape(k.shape)
     q, k = rotary_embedding(positions, q, k, head_dim, head_dim, model.rope_cache, True)
-    hidden = hidden + communication_op.all_reduce(_attention(model, q, k, v) @ layer.o_proj.T)  # TP-5.2
-    x = rms_norm(hidden, layer.post_norm, eps)
-    gate, up = (x @ layer.gate_up.T).chunk(2, dim=-1)  # TP-4.4: the rank's gate rows, then its up rows
-    return hidden + communication_op.all_reduce((torch.nn.functional.silu(gate) * up) @ layer.down.T)
+    recorder.tap_heads(name + "attn.k", k, _kv_replicas(model))
+    recorder.tap_heads(name + "attn.v", v, _kv_replicas(model))
+    attended = communication_op.all_reduce(_attention(model, q, k, v) @ layer.o_proj.T)  # TP-5.2
+    hidden = recorder.fed(name + "mlp.in", hidden + recorder.tap(name + "attn.out", attended))
+    mlp = communication_op.all_reduce(_mlp(layer, rms_norm(hidden, layer.post_norm, eps)))
+    return recorder.tap(name + "out", hidden + recorder.tap(name + "mlp.out", mlp))
+
+
+def decoder(model: RankModel, ids: torch.Tensor, recorder: Recorder = NO_TAPS) -> torch.Tensor:
+    """The residual stream [T, hidden] entering the final norm: the embedding, then every layer (MT-1.1)."""
+    hidden = recorder.tap("embed", _embed(model, ids))
+    positions = torch.arange(ids.shape[0], device=ids.device)
+    for index, layer in enumerate(model.layers):
+        hidden = _layer(model, layer, hidden, positions, recorder, f"layers.{index}.")
+    return recorder.fed("norm.in", hidden)
+
+
+def head(model: RankModel, hidden: torch.Tensor, recorder: Recorder = NO_TAPS) -> torch.Tensor:
+    """The logits [rows, vocab] of the residual stream's rows: the final RMSNorm, the rank's lm_head shard, gathered
+    in rank order and trimmed to the vocabulary (TP-5.4)."""
+    normed = recorder.tap("norm.out", rms_norm(hidden, model.final_norm, model.config.rms_norm_eps))
+    return communication_op.all_gather(normed @ model.lm_head.T, dim=-1)[:, :model.config.geometry.vocab]
 
 
 def _next_logits(model: RankModel, ids: torch.Tensor) -> torch.Tensor:
-    """The logits [vocab] of the last position: the forward, then lm_head gathered in rank order and trimmed
-    (TP-5.4)."""
-    hidden = _embed(model, ids)
-    positions = torch.arange(ids.shape[0], device=ids.device)
-    for layer in model.layers:
-        hidden = _layer(model, layer, hidden, positions)
-    last = rms_norm(hidden[-1:], model.final_norm, model.config.rms_norm_eps)
-    logits = communication_op.all_gather(last @ model.lm_head.T, dim=-1)
-    return logits[0, :model.config.geometry.vocab]
+    """The logits [vocab] of the last position: the forward, the head over that position alone."""
+    return head(model, decoder(model, ids)[-1:])[0]
 
 
 def greedy(model: RankModel, prompt: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -78,7 +78,7 @@ class ModelConfig:
         return shapes
 
 
-def _tensor(where: str, value: Any) -> torch.Tensor:
+def tensor_input(where: str, value: Any) -> torch.Tensor:
     """A torch tensor of a tensor input (a numpy array is copied, an ml_dtypes bfloat16 one bit for bit); TypeError
     naming ``where`` otherwise."""
     if isinstance(value, torch.Tensor):
@@ -105,7 +105,7 @@ def checked_weights(config: ModelConfig, weights: Any) -> dict[str, torch.Tensor
     missing = [name for name in shapes if name not in weights]
     if missing:
         raise ValueError(f"weights is missing {missing[0]!r} (shape {list(shapes[missing[0]])})")
-    checked = {name: _tensor(f"weights[{name!r}]", weights[name]) for name in shapes}
+    checked = {name: tensor_input(f"weights[{name!r}]", weights[name]) for name in shapes}
     for name, tensor in checked.items():
         if tuple(tensor.shape) != shapes[name]:
             raise ValueError(f"weights[{name!r}] has shape {list(tensor.shape)}, expected {list(shapes[name])}")
@@ -115,17 +115,23 @@ def checked_weights(config: ModelConfig, weights: Any) -> dict[str, torch.Tensor
     return checked
 
 
-def checked_prompt(config: ModelConfig, prompt: Any, steps: Any) -> tuple[torch.Tensor, int]:
-    """The prompt (int64 [n], n >= 1, ids in [0, vocab)) and the step count (an int >= 1), with every position the
-    decode feeds (up to n + steps - 2) inside the RoPE table of config.max_position rows."""
-    ids = _tensor("prompt", prompt)
+def _checked_ids(config: ModelConfig, name: str, value: Any) -> torch.Tensor:
+    """A non-empty int64 tensor [n] of ids in [0, vocab); ``name`` is the field refused."""
+    ids = tensor_input(name, value)
     if ids.dtype != torch.int64 or ids.dim() != 1 or ids.shape[0] < 1:
-        raise ValueError(f"prompt must be a non-empty int64 tensor [n], got {str(ids.dtype).removeprefix('torch.')} "
+        raise ValueError(f"{name} must be a non-empty int64 tensor [n], got {str(ids.dtype).removeprefix('torch.')} "
                          f"of shape {list(ids.shape)}")
     outside = ((ids < 0) | (ids >= config.geometry.vocab)).nonzero()
     if outside.numel():
         at = int(outside[0, 0])
-        raise ValueError(f"prompt[{at}] = {int(ids[at])} is outside [0, vocab={config.geometry.vocab})")
+        raise ValueError(f"{name}[{at}] = {int(ids[at])} is outside [0, vocab={config.geometry.vocab})")
+    return ids
+
+
+def checked_prompt(config: ModelConfig, prompt: Any, steps: Any) -> tuple[torch.Tensor, int]:
+    """The prompt (int64 [n], n >= 1, ids in [0, vocab)) and the step count (an int >= 1), with every position the
+    decode feeds (up to n + steps - 2) inside the RoPE table of config.max_position rows."""
+    ids = _checked_ids(config, "prompt", prompt)
     check_int("", "steps", steps, minimum=1)
     count = int(steps)
     last = ids.shape[0] + count - 2
@@ -135,6 +141,15 @@ def checked_prompt(config: ModelConfig, prompt: Any, steps: Any) -> tuple[torch.
     return ids, count
 
 
+def checked_ids(config: ModelConfig, ids: Any) -> torch.Tensor:
+    """The ids of one forward (int64 [T], T >= 1, in [0, vocab)), every position inside the RoPE table
+    (spec/model-taps.md MT-3.1)."""
+    checked = _checked_ids(config, "ids", ids)
+    if checked.shape[0] > config.max_position:
+        raise ValueError(f"ids holds {checked.shape[0]} tokens, beyond config.max_position={config.max_position}")
+    return checked
+
+
 def checked_inputs(config: Any, weights: Any, prompt: Any, steps: Any,
                    tp: Any) -> tuple[ModelConfig, dict[str, torch.Tensor], torch.Tensor, int, int]:
     """(config, weights, prompt, steps, tp) of one call, checked in that order, tp last: in [1, MAX_TP] and a
@@ -142,8 +157,13 @@ def checked_inputs(config: Any, weights: Any, prompt: Any, steps: Any,
     checked = ModelConfig.from_mapping(config)
     full = checked_weights(checked, weights)
     ids, count = checked_prompt(checked, prompt, steps)
+    return checked, full, ids, count, checked_tp(checked, tp)
+
+
+def checked_tp(config: ModelConfig, tp: Any) -> int:
+    """tp in [1, MAX_TP], and a geometry the shard plan cuts at tp (TP-4.8)."""
     check_int("", "tp", tp, minimum=1)
     if tp > MAX_TP:
         raise ValueError(f"tp={tp} is more than the {MAX_TP} ranks a gloo world here may have")
-    shard_plan(checked.geometry, tp)
-    return checked, full, ids, count, tp
+    shard_plan(config.geometry, tp)
+    return tp

@@ -1,0 +1,147 @@
+"""Known-bad tapped forwards for the decoder-taps gate (spec/model-taps.md MT-4.x): the port with one defect planted in
+one layer only, layer PLANTED_LAYER, as a port that diverges there would have it. Each is documented with the tap where
+it first shows (forward order, spec/model-taps.md MT-1.1), which `gates diverge` must name.
+
+Each defect is patched into impl.model_executor.models.qwen3 inside the rank processes, for the call of qwen3._layer
+that runs layer PLANTED_LAYER only, and undone after it (the gloo world is reused from call to call); the rank
+functions below are module-level, so run_on_ranks pickles them by reference. On a model of fewer layers the defect is
+absent: the 4-layer cases of the gate are those that show it.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+from typing import Any, Callable, Iterator
+from unittest import mock
+
+import torch
+import torch.distributed as dist
+
+from impl.distributed import communication_op
+from impl.model_executor.layers.rotary_embedding import cos_sin_cache
+from impl.model_executor.models import qwen3, qwen3_taps
+
+PLANTED_LAYER = 2
+"""The layer every defect is planted in (of the 4-layer model: one layer before it is right, one after it)."""
+
+WRONG_ROPE_BASE = 1_000_000.0
+"""The base the wrong-RoPE layer rotates by (Qwen3's real one, where the config says 10000)."""
+
+FIRST_TAP = {
+    "rope-base-wrong": "attn.k",
+    "k-v-swapped": "attn.k",
+    "rms-eps-outside-sqrt": "attn.k",
+    "mlp-bfloat16-accumulation": "mlp.out",
+    "o-proj-partial-dropped": "attn.out",
+}
+"""Each known-bad's first divergent tap in layer PLANTED_LAYER (``layers.2.`` + the name): the earlier taps of that
+layer (attn.in) and every tap of layers 0 and 1 are the port's own."""
+
+LayerPatch = Callable[[qwen3.RankModel, qwen3.RankLayer], contextlib.AbstractContextManager[qwen3.RankLayer]]
+
+
+@contextlib.contextmanager
+def _in_planted_layer(patch: LayerPatch) -> Iterator[None]:
+    """qwen3._layer runs layer PLANTED_LAYER under ``patch`` (which may hand it another RankLayer), the others as
+    they are."""
+    real = qwen3._layer
+
+    def layer(model: qwen3.RankModel, weights: qwen3.RankLayer, hidden: torch.Tensor, positions: torch.Tensor,
+              recorder: Any = qwen3.NO_TAPS, name: str = "") -> torch.Tensor:
+        if name != f"layers.{PLANTED_LAYER}.":
+            return real(model, weights, hidden, positions, recorder, name)
+        with patch(model, weights) as planted:
+            return real(model, planted, hidden, positions, recorder, name)
+
+    with mock.patch.object(qwen3, "_layer", layer):
+        yield
+
+
+@contextlib.contextmanager
+def _rope_base_wrong(model: qwen3.RankModel, layer: qwen3.RankLayer) -> Iterator[qwen3.RankLayer]:
+    """RoPE's table built with base WRONG_ROPE_BASE instead of config.rope_theta."""
+    real = qwen3.rotary_embedding
+    wrong = cos_sin_cache(model.config.geometry.head_dim, model.config.max_position, WRONG_ROPE_BASE)
+
+    def rope(positions: torch.Tensor, query: Any, key: Any, head_size: int, rotary_dim: int, cache: Any,
+             neox: bool) -> Any:
+        return real(positions, query, key, head_size, rotary_dim, wrong, neox)
+
+    with mock.patch.object(qwen3, "rotary_embedding", rope):
+        yield layer
+
+
+@contextlib.contextmanager
+def _k_v_swapped(model: qwen3.RankModel, layer: qwen3.RankLayer) -> Iterator[qwen3.RankLayer]:
+    """k_proj's rows loaded where v_proj's go in the fused QKV weight, and v_proj's where k_proj's go."""
+    q_rows = model.heads * model.config.geometry.head_dim
+    q, k, v = layer.qkv.split([q_rows, (layer.qkv.shape[0] - q_rows) // 2, (layer.qkv.shape[0] - q_rows) // 2])
+    yield dataclasses.replace(layer, qkv=torch.cat((q, v, k)))
+
+
+@contextlib.contextmanager
+def _rms_eps_outside_sqrt(model: qwen3.RankModel, layer: qwen3.RankLayer) -> Iterator[qwen3.RankLayer]:
+    """Every RMSNorm of the layer (input, q/k, post-attention) as x / (sqrt(mean(x²)) + eps) instead of
+    x / sqrt(mean(x²) + eps), in float32 as the port's."""
+
+    def norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: Any = None) -> torch.Tensor:
+        wide = x.to(torch.float32)
+        normed = wide / (wide.pow(2).mean(dim=-1, keepdim=True).sqrt() + eps)
+        return (normed.to(weight.dtype) * weight).to(x.dtype)
+
+    with mock.patch.object(qwen3, "rms_norm", norm):
+        yield layer
+
+
+@contextlib.contextmanager
+def _mlp_bfloat16_accumulation(model: qwen3.RankModel, layer: qwen3.RankLayer) -> Iterator[qwen3.RankLayer]:
+    """The layer's MLP (gate_up, silu·up, down) computed in bfloat16, its result cast back to the compute dtype."""
+    real = qwen3._mlp
+
+    def mlp(weights: qwen3.RankLayer, x: torch.Tensor) -> torch.Tensor:
+        narrow = dataclasses.replace(weights, gate_up=weights.gate_up.to(torch.bfloat16),
+                                     down=weights.down.to(torch.bfloat16))
+        return real(narrow, x.to(torch.bfloat16)).to(x.dtype)
+
+    with mock.patch.object(qwen3, "_mlp", mlp):
+        yield layer
+
+
+@contextlib.contextmanager
+def _o_proj_partial_dropped(model: qwen3.RankModel, layer: qwen3.RankLayer) -> Iterator[qwen3.RankLayer]:
+    """The layer's first all-reduce (o_proj's) sums every rank's partial but rank 1's (at tp 1: nothing dropped)."""
+    real = communication_op.all_reduce
+    calls = []
+
+    def all_reduce(tensor: torch.Tensor) -> torch.Tensor:
+        calls.append(tensor)
+        dropped = len(calls) == 1 and communication_op.world_size() > 1 and dist.get_rank() == 1
+        return real(torch.zeros_like(tensor) if dropped else tensor)
+
+    with mock.patch.object(communication_op, "all_reduce", all_reduce):
+        yield layer
+
+
+def _rank_with(patch: LayerPatch, rank: int, tp: int, run: qwen3_taps.TapsRun) -> dict[str, torch.Tensor]:
+    """The rank function of a known-bad (bound to its patch by functools.partial, which pickles by reference)."""
+    with _in_planted_layer(patch):
+        return qwen3_taps.rank_taps(rank, tp, run)
+
+
+def _planted(patch: LayerPatch) -> Callable[..., dict[str, torch.Tensor]]:
+    """decoder-taps with ``patch`` planted in layer PLANTED_LAYER."""
+
+    def known_bad(config: Any, weights: Any, ids: Any, tp: Any = 1, dtype: Any = "float32",
+                  feed: Any = None) -> dict[str, torch.Tensor]:
+        return qwen3_taps.run_taps(config, weights, ids, tp, dtype, feed, functools.partial(_rank_with, patch))
+
+    known_bad.__doc__ = f"decoder-taps with, in layer {PLANTED_LAYER} only: {patch.__doc__}"
+    return known_bad
+
+
+rope_base_wrong = _planted(_rope_base_wrong)
+k_v_swapped = _planted(_k_v_swapped)
+rms_eps_outside_sqrt = _planted(_rms_eps_outside_sqrt)
+mlp_bfloat16_accumulation = _planted(_mlp_bfloat16_accumulation)
+o_proj_partial_dropped = _planted(_o_proj_partial_dropped)
