@@ -68,8 +68,15 @@ def _checked_config(config: Any) -> dict[str, Any]:
         value = config[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"config.{name} must be a whole number >= 1, got {value!r}")
+    if config["num_heads"] % config["num_kv_heads"] or config["head_dim"] % 2:
+        raise ValueError(f"config.num_heads={config['num_heads']} must be a multiple of config.num_kv_heads="
+                         f"{config['num_kv_heads']} and config.head_dim={config['head_dim']} even")
     if not isinstance(config["tie_word_embeddings"], bool):
         raise TypeError(f"config.tie_word_embeddings must be a bool, got {config['tie_word_embeddings']!r}")
+    for name, low in (("rms_norm_eps", 0.0), ("rope_theta", 1.0)):
+        value = config[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < float("inf"):
+            raise ValueError(f"config.{name} must be a finite number >= {low}, got {value!r}")
     return dict(config)
 
 

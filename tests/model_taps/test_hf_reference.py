@@ -246,3 +246,9 @@ def test_weights_are_loaded_strictly_by_name(checkpoint):
         decoder_taps(config, {**weights, "model.norm.weight": np.ones(63, np.float32)}, PROMPT)
     with pytest.raises(ValueError, match=r"^config has unknown fields \['rope_scaling'\] and lacks \[\]"):
         decoder_taps({**config, "rope_scaling": None}, weights, PROMPT)
+    with pytest.raises(ValueError, match=r"^config\.rope_theta must be a finite number >= 1\.0, got '1e4'$"):
+        decoder_taps({**config, "rope_theta": "1e4"}, weights, PROMPT)
+    with pytest.raises(ValueError, match=r"^config\.num_kv_heads must be a whole number >= 1, got 0$"):
+        decoder_taps({**config, "num_kv_heads": 0}, weights, PROMPT)
+    with pytest.raises(ValueError, match=r"^config\.num_heads=8 must be a multiple of config\.num_kv_heads=3"):
+        decoder_taps({**config, "num_kv_heads": 3}, weights, PROMPT)
