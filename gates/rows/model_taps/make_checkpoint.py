@@ -139,7 +139,8 @@ def write_checkpoint(geometry: Geometry, seed: int, out: Path | str) -> Path:
         raise CheckpointError(f"--out {str(directory)!r} exists and is not a directory")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / CONFIG_FILE).write_text(json.dumps(geometry.hf_config(), indent=2) + "\n")
-    save_file(tensors, str(directory / WEIGHTS_FILE), metadata={"format": "pt", "seed": str(seed)})
+    # one metadata key: safetensors writes a map's keys in no fixed order, and the same seed must give the same bytes
+    save_file(tensors, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
     return directory
 
 
