@@ -243,12 +243,12 @@ def decoder_taps(config: Any, weights: Any, ids: Any, feed: Any = None, dtype: s
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise ValueError(f"tp must be a whole number >= 1, got {tp!r}")
     compute = getattr(torch, dtype)
-    hf_config = _hf_config(checked)
-    model = AutoModelForCausalLM.from_config(hf_config, dtype=compute, attn_implementation="eager").eval()
-    _load_weights(model, weights, compute)
     tokens = _checked_ids(ids, checked)
     count = tokens.shape[0]
     fed = _checked_feed(feed, checked, count, compute)
+    hf_config = _hf_config(checked)
+    model = AutoModelForCausalLM.from_config(hf_config, dtype=compute, attn_implementation="eager").eval()
+    _load_weights(model, weights, compute)
 
     recorder = _Taps(fed)
     decoder = model.model
