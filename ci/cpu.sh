@@ -2,7 +2,8 @@
 # The CPU job: the README's test command, run once. It runs the harness's own tests and every row's cpu gates;
 # the plugin then prints the row table, writes the reports and exits with the claims' exit code (README, "Exit codes").
 # Then it judges the C++ implementation (drivers/cpp) on the same cpu gates. Expects the project installed
-# (pip install -e '.[test]') and the C++ toolchain (ci/install-system-deps.sh). The reports are written whether the run passes or fails;
+# (pip install -e '.[test,hf]'; without hf the HF reference's tests skip with the reason) and the C++ toolchain
+# (ci/install-system-deps.sh). The reports are written whether the run passes or fails;
 # $GATES_REPORTS/gates-cpu.json is the CPU side's evidence for `gates verdict` (docs/evidence.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."

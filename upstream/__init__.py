@@ -17,6 +17,8 @@ gate cases use), plain data out (ints, floats, strings, lists, dicts), computed 
 - ``upstream.memory``    MemorySnapshot / memory_profiling with the device readings faked (vllm/utils/mem_utils.py)
 - ``upstream.model_geometry``  ModelConfig's per-rank geometry of a config.json at a TP size, vLLM's refusals, and
   the pool bytes per block by vLLM's grouping (vllm/config/model.py, vllm/v1/core/kv_cache_planning.py)
+- ``upstream.hf_qwen3``  not vLLM: HF transformers' own Qwen3ForCausalLM answering decoder-taps (the optional `hf`
+  extra pins transformers 5.25.x; it imports transformers only when called)
 
 Install the pin with ``bash ci/install-upstream.sh`` (see there why it is a script and not a pip extra).
 Importing this package never imports vLLM; the adapter modules do, on import.
