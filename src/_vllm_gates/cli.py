@@ -456,7 +456,8 @@ def cmd_diverge(args: argparse.Namespace, project: Project) -> int:
     from _vllm_gates.diverge import DivergeUsage, Options, run_diverge
 
     try:
-        return run_diverge(project, Options(args.row, args.gate, args.case, args.impl, args.against, args.json, args.dump))
+        return run_diverge(project, Options(args.row, args.gate, args.case, args.impl, args.against, args.json, args.dump,
+                                            args.known_bad))
     except DivergeUsage as error:
         raise UsageError(str(error)) from None
 
@@ -575,6 +576,8 @@ def parser() -> argparse.ArgumentParser:
     diverge.add_argument("--impl", metavar="NAME", help="the implementation (default: python)")
     diverge.add_argument("--against", default="oracle", metavar="REF", help="oracle (default), a recorded dump "
                          "FILE.safetensors, or a reference target module:function called with the oracle's builder")
+    diverge.add_argument("--known-bad", metavar="NAME", help="judge the gate's known-bad NAME in place of the "
+                                                            "implementation (where a planted defect is localized)")
     diverge.add_argument("--json", metavar="F", help="write the report as JSON")
     diverge.add_argument("--dump", metavar="F", help="record the reference's taps, the ids and the weights' fingerprint "
                          "in F (.safetensors)")

@@ -20,7 +20,7 @@ from _vllm_gates.fields import TARGET_PATTERN
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run
 from _vllm_gates.implementations import PYTHON, Implementation
-from _vllm_gates.model import Case, Gate, GateFile, TargetRef
+from _vllm_gates.model import Case, Gate, GateFile, KnownBad, TargetRef
 from _vllm_gates.project import Project, unknown_name
 from _vllm_gates.reports import write_atomic
 from _vllm_gates.sandbox import sandbox_for
@@ -50,6 +50,7 @@ class Options:
     against: str = ORACLE
     json: str | None = None
     dump: str | None = None
+    known_bad: str | None = None  # judge this known-bad of the gate in place of the implementation
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Opened:
     gate: Gate
     case: Case
     implementation: Implementation
+    known_bad: KnownBad | None = None  # --known-bad: judged in place of the implementation
 
 
 def run_diverge(project: Project, options: Options) -> int:
@@ -83,12 +85,12 @@ def run_diverge(project: Project, options: Options) -> int:
     finally:
         pool.close()
     title = (f"gates diverge {opened.gate_file.row} --gate {opened.gate.id} --case {opened.case.name}: "
-             f"{opened.implementation.name} against {source}")
+             f"{judged_name(opened)} against {source}")
     print(render_text(divergence, title), end="")
     code = ExitCode.CLAIM_NOT_MET if divergence.broke else ExitCode.OK
     if options.json:
         context = {"row": opened.gate_file.row, "gate": opened.gate.id, "case": opened.case.name,
-                   "impl": opened.implementation.name, "reference": source, "exit_code": int(code)}
+                   "impl": judged_name(opened), "reference": source, "exit_code": int(code)}
         write_atomic(Path(options.json), json.dumps(as_json(divergence, context), indent=2) + "\n")
     return code
 
@@ -124,6 +126,14 @@ def open_gate(project: Project, options: Options) -> Opened:
     if implementation.external and gate.operation is None:
         raise DivergeUsage(f"--impl {implementation.name}: gate {gate.id} names a Python target, not an operation of the "
                            f"row, so only the python implementation can answer it")
+    if options.known_bad is not None:
+        listed = [entry.name for entry in gate.known_bad]
+        if options.known_bad not in listed:
+            raise DivergeUsage(unknown_name("--known-bad", options.known_bad, f"gate {gate.id} lists no such known-bad",
+                                            listed))
+        if options.impl:
+            raise DivergeUsage(f"--known-bad {options.known_bad}: a known-bad is a Python target of the gate, judged in "
+                               f"place of the implementation: give it without --impl {options.impl}")
     _check_against(options.against)
     case = next(case for case in gate.cases if case.name == name)
     if not isinstance(case.input, dict) or gate.taps.feed in case.input:
@@ -135,7 +145,13 @@ def open_gate(project: Project, options: Options) -> Opened:
     if recorded and missing:
         raise DivergeUsage(f"{recorded[0]}: case {name}'s input has no {missing[0]!r}: a dump records the case's ids "
                            f"and the fingerprint of its weights")
-    return Opened(gate_file, gate, case, implementation)
+    known_bad = next((entry for entry in gate.known_bad if entry.name == options.known_bad), None)
+    return Opened(gate_file, gate, case, implementation, known_bad)
+
+
+def judged_name(opened: Opened) -> str:
+    """What the report says was judged: the implementation, or the known-bad judged in its place."""
+    return f"known-bad {opened.known_bad.name}" if opened.known_bad else opened.implementation.name
 
 
 def _check_against(against: str) -> None:
@@ -186,7 +202,10 @@ def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened,
     assert taps is not None
     impl = replace(Subject(pool, (opened.gate_file.path, "impl"), gate.impl, gate.build_impl,
                            gate.timeout or config.call_timeout, "impl"), judged=True)
-    if opened.implementation.external:  # as `gates run --impl NAME` asks it: the gate's operation, by name
+    if opened.known_bad is not None:  # the planted defect answers in the known-bads' worker, as `gates audit` asks it
+        impl = Subject(pool, (opened.gate_file.path, "known-bad"), opened.known_bad.target, gate.build_impl,
+                       gate.timeout or config.call_timeout, f"known-bad {opened.known_bad.name}")
+    elif opened.implementation.external:  # as `gates run --impl NAME` asks it: the gate's operation, by name
         impl = replace(impl, build=None, operation=gate.operation, kinds=dict(config.error_kinds),
                        role=f"impl {opened.implementation.name}")
     feed = {name: array for name, array in reference.items() if taps.is_feed_point(name)}
