@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -31,7 +31,7 @@ from _vllm_gates.profiles import SEED_OPTION, RunSeed, load_default_profile, reg
 from _vllm_gates.requirements import Requirement, unmet
 from _vllm_gates.project import Project, second_gate_file
 from _vllm_gates.selection import Handover, RowsRefused, UnknownRow, requested_rows
-from _vllm_gates.sandbox import sandbox_for
+from _vllm_gates.sandbox import explain_refusal, sandbox_for
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
 from _vllm_gates.worker_pool import WorkerLost, WorkerPool, WorkerSpec
@@ -283,7 +283,7 @@ def check_targets(run: GateRun, gate_file: GateFile) -> dict[str, list[Problem]]
     if not run.collect_only:
         for role in vouched:  # the shared checker's word is not enough to run on: each worker checks first
             run.pool.check_first((gate_file.path, role), messages[role], CHECK_TIMEOUT)
-    return _check_problems(by_role, replies)
+    return _check_problems(by_role, replies, lambda text: explain_refusal(run.pool.spec.sandbox, run.impl, text))
 
 
 def _ask_by_role(run: GateRun, where: str, messages: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any] | WorkerLost]:
@@ -305,8 +305,10 @@ def _checked_in_shared_workers(run: GateRun, gate_file: GateFile, messages: dict
 
 
 def _check_problems(by_role: dict[str, list[tuple[str, TargetRef, TargetRef | None]]],
-                    replies: dict[str, dict[str, Any] | WorkerLost]) -> dict[str, list[Problem]]:
-    """The problems the check replies name, by gate id; a lost worker or a broken reply is a problem of each target."""
+                    replies: dict[str, dict[str, Any] | WorkerLost],
+                    explain_impl: Callable[[str], str] = lambda text: text) -> dict[str, list[Problem]]:
+    """The problems the check replies name, by gate id; a lost worker or a broken reply is a problem of each target.
+    ``explain_impl`` adds to an impl problem what its sandbox refused (sandbox.explain_refusal)."""
     problems: dict[str, list[Problem]] = {}
     for role, reply in replies.items():
         refs = {key: ref for key, ref, _ in by_role[role]}
@@ -323,8 +325,9 @@ def _check_problems(by_role: dict[str, list[tuple[str, TargetRef, TargetRef | No
                     problems.setdefault(key.split(".")[0].removeprefix("gate "), []).append(
                         Problem(known.location, key, f"the {role} worker broke the protocol: {str(entry)[:200]}"))
                 break
+            message = str(entry.get("message"))
             problems.setdefault(entry["key"].split(".")[0].removeprefix("gate "), []).append(
-                Problem(ref.location, entry["key"], str(entry.get("message"))))
+                Problem(ref.location, entry["key"], explain_impl(message) if role == "impl" else message))
     return problems
 
 

@@ -9,6 +9,7 @@ the installed engine.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass, replace
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 SCRATCH_VARIABLE = "VLLM_GATES_SCRATCH"  # set in a confined worker's environment: its scratch folder (also TMPDIR)
 WRITABLE_SYSTEM = ("/dev",)  # /dev/null, /dev/shm (torch's and multiprocessing's shared memory), a GPU's device files
 ENGINE_PACKAGES = ("_vllm_gates", "vllm_gates")
+_REFUSED_FILE = re.compile(r"Permission denied: '([^']+)'")  # how Python words the EACCES of open() and of imports
 
 
 @dataclass(frozen=True)
@@ -111,3 +113,19 @@ def _interpreter_and_engine() -> list[str]:
         spec = find_spec(name)
         found += list(spec.submodule_search_locations or []) if spec is not None else []
     return found
+
+
+def explain_refusal(sandbox: Sandbox | None, implementation: str, message: str) -> str:
+    """``message`` (an impl worker's problem resolving a target, such as an import refused with EACCES) with, where
+    it names a file of the project that the rules do not let the implementation read, how to grant it: its `reads`
+    (docs/worker-protocol.md §2.2). Any other message is returned as it is."""
+    found = _REFUSED_FILE.search(message)
+    if found is None or sandbox is None or sandbox.rules is None or sandbox.rules.hidden is None:
+        return message
+    root = Path(sandbox.rules.hidden)
+    refused = (root / found.group(1)).resolve()  # a relative name is the worker's, made relative to the root here
+    if not _inside(root, str(refused)) or any(refused.is_relative_to(granted) for granted in sandbox.rules.read):
+        return message
+    return (f"{message} (the sandbox: implementation {implementation!r} may read of the project only what `reads` of "
+            f"[tool.vllm-gates.implementations.{implementation}] names, not {refused.relative_to(root).as_posix()}, "
+            "and write nowhere in it)")

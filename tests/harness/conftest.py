@@ -21,6 +21,8 @@ import pytest
 import torch  # imported before any pytester snapshot of sys.modules: torch must never be dropped and imported again
 import yaml
 
+from tests.conftest import SRC
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 GATE_FILE = "gates/rows/example/gate.yaml"
 ROADMAP = "spec/roadmap.yaml"
@@ -38,6 +40,23 @@ class CliResult:
     @property
     def text(self) -> str:
         return self.out + self.err
+
+
+def engine_env(*unset: str) -> dict[str, str]:
+    """The environment of a command run in a project: this one without PYTEST_ADDOPTS and ``unset``, and on PYTHONPATH
+    only this checkout's engine (SRC), not whichever one the environment installed; the project's own packages, such
+    as its `gates`, never meet this repository's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONPATH", *unset)}
+    env["PYTHONPATH"] = str(SRC)
+    return env
+
+
+def log_beside(root: Path, name: str) -> Path:
+    """A file in a folder beside the project ``root``, where a test's implementation may log what it does: its
+    confined workers may write there (the temp folder), never in the project (docs/worker-protocol.md §2.2)."""
+    folder = root.with_name(f"{root.name}-logs")
+    folder.mkdir(exist_ok=True)
+    return folder / name
 
 
 def line_of(text: str, needle: str, occurrence: int = 1) -> int:

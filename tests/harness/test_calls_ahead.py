@@ -9,7 +9,6 @@ as it starts) ends its worker, and the next case gets its answer from a new work
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from _vllm_gates.plain import encode
 from _vllm_gates.worker_pool import AHEAD_BYTES, WorkerPool, WorkerSpec
+from tests.harness.conftest import engine_env, log_beside
 from tests.harness.test_shared_checkers import PYPROJECT  # a project of rows under gates/rows, subjects in pkg
 
 pytestmark = pytest.mark.cpu
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.cpu
 MODULE = '''import os
 import time
 
-_LOG = os.path.join(os.path.dirname(__file__), "..", "calls.log")
+_LOG = {log!r}
 
 
 def page(n):
@@ -47,7 +47,7 @@ CASES = 6
 def _project(root: Path, exit_on: int = -1, hang_on: int = -1, conftest: str = "") -> Path:
     (root / "pkg").mkdir()
     (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "row.py").write_text(MODULE.format(exit_on=exit_on, hang_on=hang_on))
+    (root / "pkg" / "row.py").write_text(MODULE.format(exit_on=exit_on, hang_on=hang_on, log=str(_calls_log(root))))
     (root / "spec").mkdir()
     (root / "spec" / "s.md").write_text("# S\n\n- **S-1.1** pages are counted\n")
     (root / "spec" / "roadmap.yaml").write_text("rows:\n  R-0:\n    title: row\n    state: DONE\n    milestones:\n"
@@ -67,14 +67,19 @@ def _project(root: Path, exit_on: int = -1, hang_on: int = -1, conftest: str = "
 
 
 def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONPATH")}
+    env = engine_env()
     return subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
+def _calls_log(root: Path) -> Path:
+    """Where the impl logs its calls: beside the project, where its confined workers may write."""
+    return log_beside(root, "calls.log")
+
+
 def _calls(root: Path) -> list[tuple[str, int]]:
     """(pid, n) of each call the impl answered, in the order made."""
-    return [(pid, int(n)) for pid, n in (line.split() for line in (root / "calls.log").read_text().splitlines())]
+    return [(pid, int(n)) for pid, n in (line.split() for line in _calls_log(root).read_text().splitlines())]
 
 
 SENDS = '''import os
@@ -171,8 +176,8 @@ def test_an_xdist_worker_sends_nothing_ahead_and_finds_the_same(tmp_path):
     root = _project(tmp_path, exit_on=2, conftest=SENDS)
     serial = _outcomes(_pytest(root))
     assert _writes(root) == [(0, CASES - 1), (3, 2)], _writes(root)  # after c2's worker died, c3 sent c4 and c5 along
-    for log in ("calls.log", "sends.log"):
-        (root / log).unlink()
+    for log in (_calls_log(root), root / "sends.log"):  # the judge's conftest writes in the project, the impl beside it
+        log.unlink()
     parallel = _pytest(root, "-n", "2")
     assert _outcomes(parallel) == serial, parallel.stdout
     assert sorted(_writes(root)) == [(n, 0) for n in range(CASES)], _writes(root)  # one call per write

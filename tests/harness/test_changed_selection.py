@@ -124,13 +124,17 @@ IMPL_DOCSTRING = '"""Toy impl: bytes of one KV page by formula (EX-1.1, EX-1.2).
 @pytest.fixture
 def split(example):
     """Two rows with their own impls, committed: EXAMPLE-ROW's imports page_geometry/factors.py, which no `sources:`
-    names; SECOND-ROW's (other_row/impl.py) imports nothing of the project but example_row's oracle."""
+    names (the python port declares it among what it reads); SECOND-ROW's (other_row/impl.py) imports nothing of the
+    project but example_row's oracle."""
     example.add_row("SECOND-ROW")
     example.write("other_row/__init__.py", "")
     example.write("other_row/impl.py", example.read("example_row/impl.py"))
     example.edit('sources: ["example_row/*.py"]', 'sources: ["other_row/*.py"]', SECOND_GATE_FILE)
     example.edit("impl: example_row.impl:page_bytes", "impl: other_row.impl:page_bytes", SECOND_GATE_FILE)
     example.edit('allowed-roots = ["example_row", "gates"]', 'allowed-roots = ["example_row", "other_row", "gates"]', "pyproject.toml")
+    # page_geometry is no allowed root: the impl's confined workers read it only where `reads` names it
+    example.write("pyproject.toml", example.read("pyproject.toml") + '\n[tool.vllm-gates.implementations.python]\n'
+                  'reads = ["example_row", "other_row", "page_geometry", "gates/**/*.py"]\n')
     example.write("page_geometry/__init__.py", '"""Helpers of the example impl."""\n')
     example.write("page_geometry/factors.py", "KV = 2  # a K page and a V page\n")
     example.edit(IMPL_DOCSTRING, IMPL_DOCSTRING + "from page_geometry import factors\n", "example_row/impl.py")

@@ -22,7 +22,7 @@ import pytest
 from _vllm_gates.audit import STAND_IN_WIDTH, AuditLine, StandIn, audit_table
 from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.reports import display_width, fixed_width
-from tests.harness.conftest import EXAMPLE, GATE_FILE
+from tests.harness.conftest import EXAMPLE, GATE_FILE, engine_env
 
 pytestmark = pytest.mark.cpu
 
@@ -31,8 +31,9 @@ RETURN = "    return 2 * block_size * heads * head_size * dtype_bytes\n"
 
 
 def _env(**changes: str | None) -> dict[str, str]:
-    """A user's shell: nothing of this repository on PYTHONPATH, no CI profile forced; ``changes`` set or unset."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "CI")}
+    """A user's shell: nothing of this repository on PYTHONPATH but the engine under test, no CI profile forced;
+    ``changes`` set or unset."""
+    env = engine_env("CI")
     for key, value in changes.items():
         if value is None:
             env.pop(key, None)

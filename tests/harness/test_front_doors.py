@@ -6,7 +6,6 @@ repository is importable), and an unrelated project with the plugin installed is
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.conftest import EXAMPLE
+from tests.harness.conftest import EXAMPLE, engine_env
 
 pytestmark = pytest.mark.cpu
 
@@ -68,9 +67,9 @@ def test_the_exit_code_of_each_variant(example, variant):
 # a user's project with its own `gates` package, in fresh processes --------------------------------------------
 
 def _fresh_env() -> dict[str, str]:
-    """The environment of a user's shell: nothing of this repository on PYTHONPATH, no CI profile forced."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "CI")}
-    return env
+    """The environment of a user's shell: nothing of this repository on PYTHONPATH but the engine under test, no CI
+    profile forced."""
+    return engine_env("CI")
 
 
 def _gates_command() -> list[str]:

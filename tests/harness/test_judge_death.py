@@ -22,6 +22,7 @@ from typing import Callable
 import pytest
 
 from _vllm_gates.lifeline import Lifeline
+from tests.harness.conftest import engine_env
 from tests.harness.external_worker import SPINNER
 
 pytestmark = [pytest.mark.cpu, pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds processes in /proc")]
@@ -83,7 +84,7 @@ class Run:
 
     def __init__(self, root: Path, tmp: Path, judge: list[str], elder: subprocess.Popen[bytes] | None = None):
         self.token, self.flag, self.elder = os.urandom(8).hex(), tmp / "flag", elder
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+        env = engine_env()
         env.update({MARK: self.token, "JUDGE_DEATH_FLAG": str(self.flag), "JUDGE_ELDER": str(elder.pid if elder else 0)})
         self.output = tmp / "judge.out"
         self.bystander = subprocess.Popen([sys.executable, "-c", SPINNER, str(tmp / "bystander")], env=env,

@@ -219,6 +219,38 @@ def test_what_the_python_port_may_read_by_default_is_its_allowed_roots_python_fi
     assert rules.list_only == (str(root),) and rules.hidden == str(root) and "/dev" in rules.write
 
 
+@needs_landlock
+def test_an_impl_importing_a_project_package_its_reads_leave_out_is_a_definition_error_naming_reads(example):
+    """The impl's own module imports a helper package that is no allowed root: its import is refused, the gate is
+    a definition ERROR at its impl line that names the file and `reads`; declared there, the gate passes."""
+    example.write("page_geometry/__init__.py", "KV = 2\n")
+    example.edit('"""\n', '"""\nfrom page_geometry import KV\n', IMPL)
+    result, report = example.run_json("--profile", "ci")
+    assert result.code == 3, result.text
+    assert example.gate(report)["verdict"] == "ERROR"
+    assert (f"definition error: gates/rows/example/gate.yaml:{example.line('impl: example_row.impl:page_bytes')}:5: gate "
+            "page-bytes.impl: cannot import module 'example_row.impl' for target 'example_row.impl:page_bytes': "
+            f"PermissionError: [Errno 13] Permission denied: '{example.root.resolve() / 'page_geometry/__init__.py'}' "
+            "(the sandbox: implementation 'python' may read of the project only what `reads` of "
+            "[tool.vllm-gates.implementations.python] names, not page_geometry/__init__.py, and write nowhere in it)"
+            ) in result.text, result.text
+    _declare_reads(example, "python", ["example_row", "page_geometry", "gates/**/*.py"])
+    result, report = example.run_json("--profile", "ci")
+    assert result.code == 0 and example.gate(report)["verdict"] == "PASS", result.text
+
+
+def test_a_refusal_is_explained_only_for_a_file_of_the_project_the_rules_leave_out(tmp_path):
+    """A PermissionError on a file outside the project, on one `reads` grants, or with no rules in force (no
+    Landlock, `sandbox = false`) is left as the worker worded it."""
+    granted = tmp_path / "impl"
+    rules = sandbox.Sandbox(Rules(read=(str(granted),), hidden=str(tmp_path)))
+    denied = lambda path: f"PermissionError: [Errno 13] Permission denied: '{path}'"  # noqa: E731
+    assert "not secret.txt, and write nowhere" in sandbox.explain_refusal(rules, "python", denied(tmp_path / "secret.txt"))
+    for message in (denied("/etc/shadow"), denied(granted / "code.py"), "ImportError: no module named x"):
+        assert sandbox.explain_refusal(rules, "python", message) == message
+    assert sandbox.explain_refusal(sandbox.Sandbox(None, "sandbox: off"), "python", denied(tmp_path / "x")) == denied(tmp_path / "x")
+
+
 def test_a_command_naming_a_script_of_the_project_runs_from_the_scratch_folder(example):
     """`command` is written relative to the root: the script it names is found (made absolute) and readable to the
     confined worker, though `reads` (its `sources` by default, none here) does not name it."""

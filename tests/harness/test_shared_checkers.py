@@ -8,12 +8,13 @@ logged before are still alive), and runs pytest in a fresh process.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.harness.conftest import engine_env, log_beside
 
 pytestmark = pytest.mark.cpu
 
@@ -42,7 +43,7 @@ gates:
       plus-one: pkg.row{i}:{known}
 """
 MODULE = """import os
-_log = os.path.join(os.path.dirname(__file__), "..", "imports.log")
+_log = {log!r}
 
 
 def _alive(pid):
@@ -90,21 +91,26 @@ def _project(root: Path, extra: dict[int, str] | None = None, impl: dict[int, st
         (folder / "__init__.py").write_text("")
         (folder / "gate.yaml").write_text(GATE.format(i=i, impl=(impl or {}).get(i, "page"),
                                                       known=(known or {}).get(i, "page_plus_one")))
-        (root / "pkg" / f"row{i}.py").write_text(MODULE.format(i=i, extra=(extra or {}).get(i, "")))
+        (root / "pkg" / f"row{i}.py").write_text(MODULE.format(i=i, extra=(extra or {}).get(i, ""), log=str(_log(root))))
     (root / "spec" / "roadmap.yaml").write_text("\n".join(roadmap) + "\n")
     return root
 
 
 def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONPATH")}
+    env = engine_env()
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+def _log(root: Path) -> Path:
+    """Where the rows' modules log their imports: beside the project, where the impl's confined workers may write."""
+    return log_beside(root, "imports.log")
 
 
 def _imports(root: Path) -> list[tuple[str, str, set[str]]]:
     """Each import of a row's module: (pid, row, the pids logged before that were still alive then)."""
     found = []
-    for line in (root / "imports.log").read_text().splitlines():
+    for line in _log(root).read_text().splitlines():
         pid, row, *alive = line.split()
         found.append((pid, row, set(alive[0].split(",")) if alive else set()))
     return found
@@ -132,7 +138,7 @@ def test_a_listing_resolves_every_file_in_one_checker_per_role_and_a_run_in_each
     importers = _importers(root)
     assert len(importers) == 2, importers  # the impl checker and the known-bad checker
     assert all(rows == {"row0", "row1", "row2"} for rows in importers.values()), importers
-    (root / "imports.log").unlink()
+    _log(root).unlink()
     ran = _pytest(root)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     importers = _importers(root)  # the two shared checkers, then each file's own impl and known-bad worker
@@ -196,5 +202,5 @@ def test_a_target_the_shared_checker_passed_for_another_rows_patch_is_refused_by
     verdicts = {line.split()[0]: line.split()[-2] for line in ran.stdout.splitlines() if line.startswith("R-") and "  g  " in line}
     assert verdicts == {"R-0": "PASS", "R-1": "ERROR", "R-2": "PASS"}, ran.stdout
     assert ("R-1::g: ERROR: definition error: gates/rows/r1/gate.yaml:13:7: known-bad plus-one pkg.row1:page_any: worker known-bad of "
-            "gates/rows/r1/gate.yaml refused the gate file's targets, which the shared checker had resolved: known-bad "
+            "gates/rows/r1/gate.yaml refused the gate file's targets, which the shared checker had resolved: "
             "'pkg.row1:page_any' takes (args, kwargs) but the impl 'pkg.row1:page' takes (n)") in ran.stdout, ran.stdout

@@ -6,7 +6,6 @@ can change reported as unchecked, never as a pass; and all of it through `gates 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from _vllm_gates.policies import Policy
 from _vllm_gates.tolerance_audit import (BISECTION_RATIO, NOISE_CEILING, NOISE_FLOOR, Sample, StrengthFinding,
                                          audit_tolerance, rejects, smallest_rejected)
 from _vllm_gates.wrong_answers import MEAN, NOISE, PERMUTED, ZEROS, wrong_answer
+from tests.harness.conftest import engine_env
 from tests.harness.test_calls_ahead import _project as calls_ahead_project
 
 pytestmark = pytest.mark.cpu
@@ -332,25 +332,15 @@ def _project(root: Path, compare: str) -> Path:
     return root
 
 
-def _engine_env() -> dict[str, str]:
-    """The environment of a command run in a project: no PYTEST_ADDOPTS, and on the path only the folder of the engine
-    these tests import (the project's own packages, such as its `gates`, must not meet this repository's)."""
-    from _vllm_gates import policies
-
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTHONPATH")}
-    env["PYTHONPATH"] = str(Path(policies.__file__).resolve().parent.parent)
-    return env
-
-
 def _gates(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The `gates` command installed beside this Python, run in the project ``root``."""
-    return subprocess.run([str(Path(sys.executable).parent / "gates"), *args], cwd=root, env=_engine_env(),
+    return subprocess.run([str(Path(sys.executable).parent / "gates"), *args], cwd=root, env=engine_env(),
                           capture_output=True, text=True, timeout=300)
 
 
 def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *args], cwd=root,
-                          env=_engine_env(), capture_output=True, text=True, timeout=300)
+                          env=engine_env(), capture_output=True, text=True, timeout=300)
 
 
 def test_gates_audit_shows_a_sane_tolerance_strong_and_a_wide_one_weak(tmp_path):

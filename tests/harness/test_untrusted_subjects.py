@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.harness.conftest import EXAMPLE
+from tests.harness.conftest import EXAMPLE, engine_env
 
 pytestmark = pytest.mark.cpu
 
@@ -44,15 +44,18 @@ ENDINGS = {
 @pytest.mark.parametrize("body,says", ENDINGS.values(), ids=ENDINGS)
 def test_an_impl_that_ends_its_process_fails_that_case_and_the_others_still_run(example, body, says):
     """Issue 26: the impl's crash is its result for the case (FAIL, with the input), never PASS nor the gate's ERROR;
-    the next case and the properties run on a fresh worker (it crashes on fp16-page's input only)."""
-    _impl_body(example, "    if (block_size, heads, head_size, dtype_bytes) == (2, 2, 2, 2):\n" + body.replace("    ", "        ") + RETURN)
+    the next case and the properties run on a fresh worker. It crashes on fp16-page's input only, moved out of the
+    strategy's range (block_size 0 to 4), so that no drawn example of any seed meets it."""
+    example.edit("input: {block_size: 2, heads: 2, head_size: 2, dtype_bytes: 2}\n        expect: 32\n",
+                 "input: {block_size: 8, heads: 2, head_size: 2, dtype_bytes: 2}\n        expect: 128\n")
+    _impl_body(example, "    if (block_size, heads, head_size, dtype_bytes) == (8, 2, 2, 2):\n" + body.replace("    ", "        ") + RETURN)
     result, report = example.run_json("--profile", "ci")
     assert result.code == 1, result.text
     gate = _gate(report)
     assert gate["verdict"] == "FAIL" and gate["cases_passed"] == 1, gate
     assert "case 'fp16-page': impl crashed: its worker" in result.text and says in result.text
-    assert "input      : {block_size: 2, heads: 2, head_size: 2, dtype_bytes: 2}" in result.text
-    assert "  expected   : 32\n  oracle     : 32\n" in result.text  # the oracle's reply, read beside the lost one
+    assert "input      : {block_size: 8, heads: 2, head_size: 2, dtype_bytes: 2}" in result.text
+    assert "  expected   : 128\n  oracle     : 128\n" in result.text  # the oracle's reply, read beside the lost one
     assert "gate error" not in result.text and "Traceback" not in result.text
     failed = {i["name"]: i["outcome"] for i in report["items"] if i["gate"] == "page-bytes"}
     assert failed["fp16-page"] == "failed" and failed["negative-heads"] == failed["properties"] == "passed", failed
@@ -207,7 +210,7 @@ def test_an_interrupted_run_says_so_and_meets_no_claim(tmp_path, stop):
     shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__"))
     impl = project / IMPL
     impl.write_text(impl.read_text(encoding="utf-8").replace(RETURN, "    import time\n    time.sleep(0.05)\n" + RETURN), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    env = engine_env()
     process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.cli", "run", "--json", "out.json"], cwd=project, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
