@@ -563,8 +563,20 @@ def inside_gc_callback(frame: Any) -> bool:
     return False
 
 
+def no_line_to_show(frame: Any) -> bool:
+    """Whether some frame under the handler is at an instruction without a line number (Python 3.11 has them, e.g.
+    entering a `with` block's context managers): pytest's report of a KeyboardInterrupt raised there fails on the
+    missing line (TypeError) and the run exits 1 with a traceback instead of 130."""
+    while frame is not None:
+        if frame.f_lineno is None:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _deliver_again(signum: int) -> None:
-    """The signal sent again in a moment, once the garbage collector's callback has returned."""
+    """The signal sent again in a moment, once the garbage collector's callback has returned (or the interpreter
+    has moved to an instruction with a line number)."""
     import os
     import threading
 
@@ -583,7 +595,7 @@ def _stop_on_sigterm(run: GateRun) -> None:
 
     def stop(signum: int, frame: Any) -> None:
         run.interrupted = "SIGTERM"
-        if inside_gc_callback(frame):
+        if inside_gc_callback(frame) or no_line_to_show(frame):
             _deliver_again(signum)
             return
         raise KeyboardInterrupt("SIGTERM")
@@ -592,7 +604,7 @@ def _stop_on_sigterm(run: GateRun) -> None:
         # noted before it is raised: code that swallows the KeyboardInterrupt cannot turn an interrupted run into a
         # green one; the next item stops the run again
         run.interrupted = run.interrupted or "SIGINT"
-        if inside_gc_callback(frame):
+        if inside_gc_callback(frame) or no_line_to_show(frame):
             _deliver_again(signum)
             return
         raise KeyboardInterrupt("SIGINT")

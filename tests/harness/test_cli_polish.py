@@ -415,3 +415,19 @@ def test_a_signal_inside_a_gc_callback_is_told_apart_so_it_is_sent_again_not_rai
         gc.callbacks.remove(callback)
     assert seen and all(seen)
     assert not inside_gc_callback(sys._getframe())
+
+
+def test_a_signal_at_an_instruction_without_a_line_is_sent_again_not_raised():
+    """Ctrl-C landing where a frame has no line number (Python 3.11, entering a `with` block's managers): pytest's
+    report of the KeyboardInterrupt fails on the missing line and the run exits 1 with a traceback (seen under load
+    in CI's run of test_ctrl_c_in_gates_run_stops_it_without_a_traceback); the handler sends the signal again."""
+    import sys
+    from types import SimpleNamespace
+
+    from _vllm_gates.plugin import no_line_to_show
+
+    assert not no_line_to_show(sys._getframe())
+    outer = SimpleNamespace(f_lineno=12, f_back=None)
+    assert no_line_to_show(SimpleNamespace(f_lineno=None, f_back=outer))
+    assert no_line_to_show(SimpleNamespace(f_lineno=3, f_back=SimpleNamespace(f_lineno=None, f_back=None)))
+    assert not no_line_to_show(SimpleNamespace(f_lineno=3, f_back=outer))

@@ -188,7 +188,7 @@ def test_gates_list_folds_the_errors_that_follow_from_a_broken_row(example):
     assert lines[:3] == [
         "definition error in row EXAMPLE-ROW:",
         f"  {GATE_FILE}:{line}:5: gates[0].colour: unknown key 'colour' (allowed: build, cases, compare, covers, "
-        "description, id, impl, known_bad, known_good, markers, milestone, operation, oracle, properties, strength, timeout, upstream)",
+        "description, id, impl, known_bad, known_good, markers, milestone, operation, oracle, properties, strength, taps, timeout, upstream)",
         f"  and 3 more caused by the error above (the first: spec/deviations.yaml:{4}:5: deviations.d0.row: "
         "row 'EXAMPLE-ROW' has no gate file that loads)"], result.err
     assert len(lines) == 3, result.err
@@ -221,7 +221,7 @@ def test_a_bad_key_in_one_gate_makes_only_that_gate_error(example):
     assert broken["verdict"] == "ERROR"
     assert broken["reason"] == (f"definition error: {GATE_FILE}:{line}:5: gates[1].colour: unknown key 'colour' (allowed: "
                                 "build, cases, compare, covers, description, id, impl, known_bad, known_good, markers, milestone, "
-                                "operation, oracle, properties, strength, timeout, upstream)")
+                                "operation, oracle, properties, strength, taps, timeout, upstream)")
     assert example.row(report)["claim"]["verdict"] == "ERROR"
     assert len(_errors(report)) == 1
     outcome = example.pytest()
