@@ -18,7 +18,7 @@ from _vllm_gates.implementations import kind_of
 from _vllm_gates.model import Case, Gate, Raises, TargetRef
 from _vllm_gates.outcomes import NotImplementedBy
 from _vllm_gates.plain import WRONG, NotPlain, encode
-from _vllm_gates.render import is_plain, render_value
+from _vllm_gates.render import DifferingPaths, differing_paths, is_plain, render_value
 from _vllm_gates.value_agreement import AGREE, DISAGREE, Agreement, NothingCompared, ToleranceUsage, under_policy
 from _vllm_gates.worker_pool import (AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, ReplyContent, WorkerBroke, WorkerEnded,
                                      WorkerLost, WorkerPool)
@@ -342,9 +342,14 @@ class Tally:
                 f"{self.agreed_errors} on errors)")
 
 
+def _stand_in(actual: Any, expected: Any) -> bool:
+    """Whether either side is the audit's stand-in result, which equals nothing."""
+    return actual is WRONG or expected is WRONG or isinstance(actual, WrongEverywhere) or isinstance(expected, WrongEverywhere)
+
+
 def _agree(rg: ResolvedGate, actual: Any, expected: Any) -> Agreement:
     """The gate's comparison of two values: its policy (issue 29), its compare function, or strict equality."""
-    if actual is WRONG or expected is WRONG or isinstance(actual, WrongEverywhere) or isinstance(expected, WrongEverywhere):
+    if _stand_in(actual, expected):
         return DISAGREE  # the audit's stand-in: a gate's own compare need not know it
     if rg.gate.policy is not None:
         try:
@@ -359,6 +364,26 @@ def _agree(rg: ResolvedGate, actual: Any, expected: Any) -> Agreement:
         return AGREE if rg.compare(actual, expected) else DISAGREE
     except Exception as exc:
         raise GateBroken(f"compare {rg.gate.compare.dotted if rg.gate.compare else ''} crashed: {type(exc).__name__}: {exc}") from exc
+
+
+def _differing(rg: ResolvedGate, actual: Outcome, expected: Outcome) -> DifferingPaths | None:
+    """Where two values that strict equality found different differ (render.differing_paths); None where either side
+    raised, or where the gate compares otherwise: its policy's report names its own differences, and a compare
+    function's notion of equal is its own."""
+    if actual.error is not None or expected.error is not None or rg.gate.policy is not None or rg.compare is not None \
+            or _stand_in(actual.value, expected.value):
+        return None
+    return differing_paths(actual.value, expected.value)
+
+
+def _headline(headline: str, paths: DifferingPaths | None) -> str:
+    """A mismatch's headline, naming the first differing path where there are paths to name."""
+    return paths.headline(headline) if paths is not None else headline
+
+
+def _lines_of(paths: DifferingPaths | None) -> list[tuple[str, str]]:
+    """The differing paths' report lines, shown before the two whole values."""
+    return paths.lines() if paths is not None else []
 
 
 def errors_agree(impl: Raised, oracle: Raised, subject: Subject | None = None) -> bool:
@@ -453,24 +478,31 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
         checks += 1
         agreement = DISAGREE if got.error is not None else _agree(rg, got.value, case.expect)
         if not agreement:
+            paths = _differing(rg, got, Outcome(case.expect))
+
             def lines() -> list[tuple[str, str]]:
                 shown = [("impl", got.describe()), ("expected", render_value(case.expect))]
-                return shown + ([("oracle", oracle_got.describe())] if oracle_got is not None else []) + agreement.lines()
-            raise Mismatch("impl does not return the expected value", where, case.input, lines)
+                return _lines_of(paths) + shown + ([("oracle", oracle_got.describe())] if oracle_got is not None else []) + \
+                    agreement.lines()
+            raise Mismatch(_headline("impl does not return the expected value", paths), where, case.input, lines)
         usage.note(agreement, f"case {case.name!r}")
         if oracle_got is not None and check_oracle:
             checks += 1
             agreement = DISAGREE if oracle_got.error is not None else _agree(rg, oracle_got.value, case.expect)
             if not agreement:
-                raise Mismatch("the oracle does not return the expected value (the oracle or the case is wrong)", where, case.input,
-                               [("oracle", oracle_got.describe()), ("expected", render_value(case.expect)), ("impl", got.describe()),
-                                *agreement.lines()])
+                paths = _differing(rg, oracle_got, Outcome(case.expect))
+                raise Mismatch(_headline("the oracle does not return the expected value (the oracle or the case is wrong)", paths),
+                               where, case.input, [*_lines_of(paths), ("oracle", oracle_got.describe()),
+                                                   ("expected", render_value(case.expect)), ("impl", got.describe()),
+                                                   *agreement.lines()])
     if oracle_got is not None:
         checks += 1
         agreement = outcomes_agree(rg, got, oracle_got, impl)
         if not agreement:
-            raise Mismatch("impl disagrees with the oracle", where, case.input,
-                           lambda: [("impl", got.describe()), ("oracle", oracle_got.describe()), *agreement.lines()])
+            paths = _differing(rg, got, oracle_got)
+            raise Mismatch(_headline("impl disagrees with the oracle", paths), where, case.input,
+                           lambda: [*_lines_of(paths), ("impl", got.describe()), ("oracle", oracle_got.describe()),
+                                    *agreement.lines()])
         usage.note(agreement, f"case {case.name!r}")
     return checks
 
@@ -525,8 +557,10 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
             broken.append(error)
             raise
         if not agreement:
-            raise Mismatch("impl disagrees with the oracle on a generated input", where, data,
-                           [("impl", got.describe()), ("oracle", want.describe()), *agreement.lines()], shrunk=not hunting)
+            paths = _differing(rg, got, want)
+            raise Mismatch(_headline("impl disagrees with the oracle on a generated input", paths), where, data,
+                           [*_lines_of(paths), ("impl", got.describe()), ("oracle", want.describe()), *agreement.lines()],
+                           shrunk=not hunting)
         tally.usage.note(agreement, lambda: f"the generated example {render_value(data, 80)}")
         if got.error is None:
             tally.values += 1

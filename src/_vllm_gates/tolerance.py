@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 from _vllm_gates.compare import _key_token, strict_equal
 from _vllm_gates.policies import ALLCLOSE_DEFAULTS, PerDtype, Policy, allclose_tolerances, for_dtype
-from _vllm_gates.render import render_value
+from _vllm_gates.render import render_value, value_kind
 
 CHUNK = 1 << 20  # elements per step: a float64 temporary is 8 MiB
 WORST = 5  # the worst elements a report names per array
@@ -118,7 +118,7 @@ class _Walk:
 
         if isinstance(actual, np.ndarray) or isinstance(expected, np.ndarray):
             if not (isinstance(actual, np.ndarray) and isinstance(expected, np.ndarray)):
-                self.differences.append(Difference(path, f"{_kind(actual)} where {_kind(expected)} is expected"))
+                self.differences.append(Difference(path, f"{value_kind(actual)} where {value_kind(expected)} is expected"))
                 return
             found = self._array(path, actual, expected, False)
             if found is not None:
@@ -165,14 +165,14 @@ class _Walk:
 
         self.token_maps += 1
         if not (isinstance(expected, np.ndarray) and expected.dtype.kind in "iu"):
-            self.problem = f"{path}: the tokens policy compares an integer array of token ids, the expected result has {_kind(expected)}"
+            self.problem = f"{path}: the tokens policy compares an integer array of token ids, the expected result has {value_kind(expected)}"
             return
         if not (isinstance(margins, np.ndarray) and margins.dtype.name in FLOAT_DTYPES and margins.shape == expected.shape):
             self.problem = (f"{path}: the expected result's {self.policy.margins!r} must be a float array of the tokens' shape "
-                            f"{list(expected.shape)}, got {_kind(margins)}")
+                            f"{list(expected.shape)}, got {value_kind(margins)}")
             return
         if not isinstance(actual, np.ndarray):
-            self.differences.append(Difference(path, f"{_kind(actual)} where {_kind(expected)} is expected"))
+            self.differences.append(Difference(path, f"{value_kind(actual)} where {value_kind(expected)} is expected"))
             return
         found = self._array(path, actual, expected, True, margins)
         if found is not None:
@@ -181,7 +181,7 @@ class _Walk:
 
     def _array(self, path: str, actual: Any, expected: Any, exact: bool, margins: Any = None) -> ArrayFinding | None:
         if actual.dtype != expected.dtype or actual.shape != expected.shape:
-            self.differences.append(Difference(path, f"{_kind(actual)} where {_kind(expected)} is expected (never cast)"))
+            self.differences.append(Difference(path, f"{value_kind(actual)} where {value_kind(expected)} is expected (never cast)"))
             return None
         name = actual.dtype.name
         if name not in FLOAT_DTYPES and actual.dtype.kind not in "biu":
@@ -205,17 +205,6 @@ class _Walk:
         if self.policy.name == "tokens":
             return Policy("allclose", rtol=self.policy.rtol, atol=self.policy.atol)
         return self.policy
-
-
-def _kind(value: Any) -> str:
-    """How a report names a value's kind: "a float32 array of shape [2, 3]", "a list", "an int"."""
-    import numpy as np
-
-    if isinstance(value, np.ndarray):
-        return f"a {value.dtype.name} array of shape {list(value.shape)}"
-    name = {dict: "map", list: "list", tuple: "list", bool: "bool", int: "int", float: "float", str: "string",
-            type(None): "null"}.get(type(value), type(value).__name__)
-    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 tolerances = allclose_tolerances  # the allclose (rtol, atol) for a dtype (policies.py)
