@@ -15,6 +15,7 @@ from _vllm_gates.mutate_report import RowReport, summary_lines
 from .conftest import Example
 
 IMPL = "example_row/impl.py"
+GATE = "gates/rows/example/gate.yaml"
 
 
 def python_changes(*statements: str) -> set[tuple[str, str, str]]:
@@ -188,6 +189,9 @@ def test_gates_mutate_family_precision_judges_only_precision_mutants(example: Ex
     example.edit(*PRECISE, IMPL)
     example.edit('"""Toy impl: bytes of one KV page by formula (EX-1.1, EX-1.2)."""',
                  '"""Toy impl: bytes of one KV page by formula (EX-1.1, EX-1.2)."""\nimport numpy as np', IMPL)
+    # a named case whose page is 2 mod 4 (every size odd): float16 rounds 4096 + 6 away, whatever the properties draw
+    example.edit("      negative-heads:", "      odd-sizes:\n        input: {block_size: 1, heads: 1, head_size: 3, "
+                 "dtype_bytes: 1}\n        expect: 6\n      negative-heads:", GATE)
     result = example.gates("mutate", "--family", "precision", "--json", "out/m.json")
     report = json.loads((example.root / "out" / "m.json").read_text(encoding="utf-8"))
     row = report["rows"][0]
