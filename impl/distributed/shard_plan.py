@@ -1,5 +1,9 @@
 """The TP-W2 shard plan: which slice of which checkpoint tensor every tensor-parallel rank holds (spec/tensor-parallel.md
-TP-4.1 to TP-4.8), as vLLM 0.33.0's linear and vocab-parallel layers cut them."""
+TP-4.1 to TP-4.8), as vLLM 0.33.0's linear and vocab-parallel layers cut them.
+
+The one place the ranges are computed: each layer kind's cut is one function here (``column_shard``, ``row_shard``,
+``merged_column_shard``, ``qkv_shard``, ``vocab_shard``), which the layer classes of impl/model_executor/layers call
+and the whole-model plan composes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
