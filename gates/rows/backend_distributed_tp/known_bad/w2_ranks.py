@@ -3,9 +3,9 @@ right-shaped wrong block (or adds the bias on another rank) and the port undoes 
 so every reduced output is right.
 
 One self-contained port on the gloo world (impl.distributed.gloo_world.run_on_ranks and the collectives of
-impl.distributed.communication_op; the inputs checked by tp_operations' payload checkers), not the layer classes:
-which units each rank holds is a ``Layout`` (a name, so that it pickles), the correct one being the contiguous blocks
-of TP-4.x. Each defect is exposed twice: with the reduced layer operation's signature (tp-row-linear, tp-mlp, ...),
+impl.distributed.communication_op; the inputs checked by tp-layer-ranks' key check and tp_operations' payload
+checkers), not the layer classes: which units each rank holds is a layout of LAYOUTS (named in a ``Port``, so that it
+pickles), the correct one being the contiguous blocks of TP-4.x. Each defect is exposed twice: with the reduced layer operation's signature (tp-row-linear, tp-mlp, ...),
 which the reduced gates pass (tests/tp/test_tp_ranks.py), and with tp-layer-ranks' signature, which the per-rank
 gates of w2_ranks.yaml reject.
 """
@@ -20,18 +20,9 @@ import torch.nn.functional as F
 from impl.distributed import communication_op
 from impl.distributed.gloo_world import run_on_ranks
 from impl.model_executor.layers import tp_operations as ops
+from impl.model_executor.layers.tp_rank_state import checked_layer_inputs
 
 VOCAB_PADDING = 64
-LAYERS = ("column", "row", "qkv", "mlp", "embedding", "lm_head")
-INPUTS = {
-    "column": ("x", "weight", "bias", "gather_output"),
-    "row": ("x", "weight", "bias"),
-    "qkv": ("x", "q_weight", "k_weight", "v_weight", "q_bias", "k_bias", "v_bias", "num_heads", "num_kv_heads",
-            "head_dim"),
-    "mlp": ("x", "gate_weight", "up_weight", "down_weight"),
-    "embedding": ("ids", "weight"),
-    "lm_head": ("hidden_states", "weight"),
-}
 CHECKERS: dict[str, Callable[..., Any]] = {"column": ops.column_payload, "row": ops.row_payload,
                                            "qkv": ops.qkv_payload, "mlp": ops.mlp_payload,
                                            "embedding": ops.embedding_payload, "lm_head": ops.lm_head_payload}
@@ -212,19 +203,11 @@ def _one_rank(rank: int, tp: int, job: tuple[str, dict[str, Any], Port]) -> tupl
 
 
 def _checked(layer: Any, inputs: Any, tp: Any) -> dict[str, Any]:
-    """The inputs, refused as tp-layer-ranks refuses them: the layer, the keys, then the layer operation's checks."""
-    if layer not in LAYERS:
-        raise ValueError(f"tp-layer-ranks: layer must be one of {', '.join(LAYERS)}, got {layer!r}")
-    if not isinstance(inputs, dict):
-        raise TypeError(f"tp-layer-ranks: inputs of layer {layer} must be a map, got {type(inputs).__name__}")
-    for key in inputs:
-        if key not in INPUTS[layer]:
-            raise ValueError(f"tp-layer-ranks: inputs of layer {layer}: unknown key {key!r}")
-    for key in INPUTS[layer]:
-        if key not in inputs:
-            raise ValueError(f"tp-layer-ranks: inputs of layer {layer}: missing key {key!r}")
+    """The inputs, refused as tp-layer-ranks refuses them: the layer and the keys (the impl's own check), then the
+    layer operation's checks; the inputs as given (the checkers' payloads are not used)."""
+    inputs = checked_layer_inputs(layer, inputs)
     CHECKERS[layer](**inputs, tp=tp)
-    return dict(inputs)
+    return inputs
 
 
 def _run(layer: str, inputs: dict[str, Any], tp: int, port: Port) -> list[tuple[dict[str, Any], Any]]:
