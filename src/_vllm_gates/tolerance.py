@@ -18,6 +18,8 @@ from _vllm_gates.render import render_value, value_kind
 
 CHUNK = 1 << 20  # elements per step: a float64 temporary is 8 MiB
 WORST = 5  # the worst elements a report names per array
+SHORT_INTS = 8  # a differing list of at most this many ints (a range, a shape) is reported whole, both sides shown
+SHOWN = 200  # characters of a value a difference's text shows
 FLOAT_DTYPES = frozenset(ALLCLOSE_DEFAULTS)
 
 
@@ -101,6 +103,20 @@ def compare_under(policy: Policy, actual: Any, expected: Any, describe: bool = T
     return Comparison(policy, tuple(walk.arrays), tuple(walk.differences), walk.compared, problem)
 
 
+def _items(count: int) -> str:
+    return f"{count} item" if count == 1 else f"{count} items"
+
+
+def _both(actual: Any, expected: Any) -> str:
+    """Two differing values, each cut at SHOWN characters: "[24, 48] where [0, 24] is expected"."""
+    return f"{render_value(actual, SHOWN)} where {render_value(expected, SHOWN)} is expected"
+
+
+def _short_ints(value: Any) -> bool:
+    """A list of 1 to SHORT_INTS exact ints (bools are not): a range or a shape, read as one value when it differs."""
+    return isinstance(value, (list, tuple)) and 0 < len(value) <= SHORT_INTS and all(type(v) is int for v in value)
+
+
 @dataclass
 class _Walk:
     """Walks actual and expected side by side, comparing arrays under the policy and everything else exactly."""
@@ -127,7 +143,12 @@ class _Walk:
             return
         if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
             if len(actual) != len(expected):
-                self.differences.append(Difference(path, f"{len(actual)} items where {len(expected)} are expected"))
+                self.differences.append(Difference(path, f"{_items(len(actual))} where {len(expected)} "
+                                                         f"{'is' if len(expected) == 1 else 'are'} expected: "
+                                                         f"{_both(actual, expected)}"))
+                return
+            if _short_ints(actual) and _short_ints(expected) and list(actual) != list(expected):
+                self.differences.append(Difference(path, _both(actual, expected)))
                 return
             for index, (a, e) in enumerate(zip(actual, expected)):
                 self.visit(f"{path}[{index}]", a, e)
@@ -136,7 +157,7 @@ class _Walk:
             self._maps(path, actual, expected)
             return
         if not strict_equal(actual, expected):
-            self.differences.append(Difference(path, f"{render_value(actual, 200)} where {render_value(expected, 200)} is expected"))
+            self.differences.append(Difference(path, _both(actual, expected)))
 
     def _maps(self, path: str, actual: dict[Any, Any], expected: dict[Any, Any]) -> None:
         tokens = self.policy.name == "tokens" and self.policy.tokens in expected and self.policy.margins in expected

@@ -260,6 +260,23 @@ def test_the_rest_of_the_result_is_compared_exactly():
     assert not verdict(Policy("allclose"), [array, 1], [array, 1, 2])
 
 
+def test_a_differing_range_and_a_list_of_another_length_show_both_sides():
+    """A short list of ints (a [begin, end) range) is one value: both ranges on one line, not an endpoint each; a list
+    of another length shows both lists (cut), not only the counts."""
+    array = np.ones(2)
+    found = compare_under(Policy("allclose"), {"y": array, "rows": [24, 48], "flag": [True]},
+                          {"y": array, "rows": [0, 24], "flag": [False]})
+    assert [(d.path, d.text) for d in found.differences] == [("result.rows", "[24, 48] where [0, 24] is expected"),
+                                                               ("result.flag[0]", "true where false is expected")]
+    same_start = compare_under(Policy("allclose"), [array, [0, 23]], [array, [0, 24]])
+    assert same_start.differences[0].text == "[0, 23] where [0, 24] is expected"
+    longer = compare_under(Policy("allclose"), [array, [{"rows": [0, 1]}, {"rows": [2, 3]}]], [array, [{"rows": [0, 2]}]])
+    assert [(d.path, d.text) for d in longer.differences] == [
+        ("result[1]", "2 items where 1 is expected: [{rows: [0, 1]}, {rows: [2, 3]}] where [{rows: [0, 2]}] is expected")]
+    many = compare_under(Policy("allclose"), [array, list(range(9))], [array, [0] * 9])
+    assert [d.path for d in many.differences][:2] == ["result[1][1]", "result[1][2]"]  # not a short range: per element
+
+
 # ---- NaN --------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["allclose", "nmse", "ulp"])
