@@ -98,8 +98,59 @@ struct VocabShards {
 };
 VocabShards VocabLayout(int vocab, int tp);
 
-// Every rank's shards of `geometry` at `tp` ranks. Throws std::invalid_argument naming the numbers for a geometry
-// vLLM cannot shard (TP-4.8): Hq % tp, the KV split, Hq % Hkv, ffn % tp, padded vocab % tp; and for tp < 1.
+// The per-layer shards (TP-4.1 to TP-4.6): the one place that computes which rows and columns of which checkpoint
+// tensor a rank holds. The layers (vllm/model_executor/layers) load what these name and the whole-model plan
+// (BuildShardPlan) composes them. `name` names the rank's weight, each source the unsharded tensor a part is cut from.
+
+// ColumnParallelLinear's rows at rank `rank` of `tp` (TP-4.1): [r·out/tp, (r+1)·out/tp); std::invalid_argument
+// "<size_name>=<out> is not divisible by tp=<tp>" otherwise.
+Span ColumnParallelRows(int out, int tp, int rank, const char* size_name = "out");
+// RowParallelLinear's input columns at rank `rank` of `tp` (TP-4.2): [r·in/tp, (r+1)·in/tp), the columns of x it
+// multiplies (vLLM's split_tensor_along_last_dim); std::invalid_argument "<size_name>=<in> is not divisible by
+// tp=<tp>" otherwise.
+Span RowParallelColumns(int in, int tp, int rank, const char* size_name = "in");
+
+// ColumnParallelLinear (TP-4.1): ColumnParallelRows of `source` [out, in], every column.
+WeightShard ColumnParallelShard(const std::string& name, const std::string& source, int out, int in, int tp, int rank);
+// MergedColumnParallelLinear (TP-4.4): the ColumnParallelRows of each of `sources` ([out, in] each), stacked in order.
+// `size_name` names out in the refusal of an indivisible split (as the row-parallel shard's names in).
+WeightShard MergedColumnParallelShard(const std::string& name, const std::vector<std::string>& sources, int out, int in,
+                                      int tp, int rank, const char* size_name = "ffn");
+// RowParallelLinear (TP-4.2): RowParallelColumns of `source` [out, in], every row; its bias, the whole [0, out), is
+// added by rank 0 only.
+WeightShard RowParallelShard(const std::string& name, const std::string& source, int out, int in, int tp, int rank,
+                             const char* size_name = "in");
+
+// The q, k and v projections a QKVParallelLinear is cut from ([Hq·D, hidden], [Hkv·D, hidden] twice).
+struct QkvSources {
+  std::string q;
+  std::string k;
+  std::string v;
+};
+// QKVParallelLinear (TP-4.3): the rank's query heads of q, then KV shard kv_shard(rank) of k and of v, every column;
+// QkvHeadLayout's refusals.
+WeightShard QkvParallelShard(const std::string& name, const QkvSources& sources, int num_heads, int num_kv_heads,
+                             int head_dim, int hidden, int tp, int rank);
+
+// VocabParallelEmbedding and ParallelLMHead (TP-4.5, TP-4.6): the rank's loaded rows of `source` [vocab, hidden],
+// every column, then the zero padding rows up to padded/tp; VocabLayout's refusal.
+WeightShard VocabParallelShard(const std::string& name, const std::string& source, int vocab, int hidden, int tp,
+                               int rank);
+
+// One bias vector's rows inside the bias a rank adds.
+struct BiasPart {
+  std::string source;
+  Span rows;
+};
+// The bias a column-parallel rank adds (TP-4.1, TP-4.3): the rows of each of shard.parts, part i's taken from
+// bias_sources[i] (std::invalid_argument unless there is one source per part).
+std::vector<BiasPart> ColumnBiasParts(const WeightShard& shard, const std::vector<std::string>& bias_sources);
+// The bias a row-parallel rank adds (TP-4.2): shard.bias of `bias_source` where the shard has one, else nothing.
+std::vector<BiasPart> RowBiasParts(const WeightShard& shard, const std::string& bias_source);
+
+// Every rank's shards of `geometry` at `tp` ranks, composed of the per-layer shards above. Throws
+// std::invalid_argument naming the numbers for a geometry vLLM cannot shard (TP-4.8): Hq % tp, the KV split,
+// Hq % Hkv, ffn % tp, padded vocab % tp; and for tp < 1.
 ShardPlan BuildShardPlan(const ModelGeometry& geometry, int tp);
 
 }  // namespace vllm::distributed

@@ -25,31 +25,27 @@ void KvLayout(int num_heads, int num_kv_heads, int tp, int& heads, int& replicas
                                 std::to_string(num_kv_heads) + " (grouped-query attention)");
 }
 
-RankShards RankOf(const ModelGeometry& g, const ShardPlan& plan, int rank) {
-  const Span whole{0, g.hidden};
-  const int q_rows = plan.heads_per_rank * g.head_dim;
-  const int kv_rows = plan.kv_heads_per_rank * g.head_dim;
-  const int ffn_rows = g.ffn / plan.tp;
+// The rank's piece of `size` split tp ways, `name` naming the size in the refusal of an indivisible split.
+Span SplitPiece(const char* name, int size, int tp, int rank) {
+  return RankPiece(rank, ShardSize(size, tp, std::string(name) + "=" + std::to_string(size)));
+}
+
+RankShards RankOf(const ModelGeometry& g, int tp, int rank) {
+  const QkvHeads heads = QkvHeadLayout(g.num_heads, g.num_kv_heads, tp);
+  const VocabShards vocab = VocabLayout(g.vocab, tp);
   RankShards out;
   out.rank = rank;
-  out.kv_shard = rank / plan.kv_replicas;
-  const std::optional<Span> bias = rank == 0 ? std::optional<Span>(whole) : std::nullopt;
-  out.weights.push_back({"qkv_proj", q_rows + 2 * kv_rows, g.hidden,
-                         {{"q_proj", RankPiece(rank, q_rows), whole}, {"k_proj", RankPiece(out.kv_shard, kv_rows), whole},
-                          {"v_proj", RankPiece(out.kv_shard, kv_rows), whole}}, std::nullopt, 0});
-  out.weights.push_back({"o_proj", g.hidden, q_rows, {{"o_proj", whole, RankPiece(rank, q_rows)}}, bias, 0});
-  out.weights.push_back({"gate_up_proj", 2 * ffn_rows, g.hidden,
-                         {{"gate_proj", RankPiece(rank, ffn_rows), whole}, {"up_proj", RankPiece(rank, ffn_rows), whole}},
-                         std::nullopt, 0});
-  out.weights.push_back({"down_proj", g.hidden, ffn_rows, {{"down_proj", whole, RankPiece(rank, ffn_rows)}}, bias, 0});
-  const int per_rank = plan.padded_vocab / plan.tp;
-  const VocabShards vocab{g.vocab, plan.padded_vocab, per_rank};
+  out.kv_shard = heads.kv_shard(rank);
   out.vocab_range = vocab.range(rank);
   out.vocab_loaded = vocab.loaded(rank);
-  const int padding = per_rank - (out.vocab_loaded.end - out.vocab_loaded.begin);
-  out.weights.push_back({"embed_tokens", per_rank, g.hidden, {{"embed_tokens", out.vocab_loaded, whole}}, std::nullopt, padding});
-  out.weights.push_back({"lm_head", per_rank, g.hidden,
-                         {{g.tie_word_embeddings ? "embed_tokens" : "lm_head", out.vocab_loaded, whole}}, std::nullopt, padding});
+  out.weights.push_back(QkvParallelShard("qkv_proj", {"q_proj", "k_proj", "v_proj"}, g.num_heads, g.num_kv_heads,
+                                         g.head_dim, g.hidden, tp, rank));
+  out.weights.push_back(RowParallelShard("o_proj", "o_proj", g.hidden, g.num_heads * g.head_dim, tp, rank));
+  out.weights.push_back(MergedColumnParallelShard("gate_up_proj", {"gate_proj", "up_proj"}, g.ffn, g.hidden, tp, rank));
+  out.weights.push_back(RowParallelShard("down_proj", "down_proj", g.hidden, g.ffn, tp, rank, "ffn"));
+  out.weights.push_back(VocabParallelShard("embed_tokens", "embed_tokens", g.vocab, g.hidden, tp, rank));
+  out.weights.push_back(
+      VocabParallelShard("lm_head", g.tie_word_embeddings ? "embed_tokens" : "lm_head", g.vocab, g.hidden, tp, rank));
   return out;
 }
 
@@ -86,6 +82,64 @@ VocabShards VocabLayout(int vocab, int tp) {
   return shards;
 }
 
+Span ColumnParallelRows(int out, int tp, int rank, const char* size_name) { return SplitPiece(size_name, out, tp, rank); }
+
+Span RowParallelColumns(int in, int tp, int rank, const char* size_name) { return SplitPiece(size_name, in, tp, rank); }
+
+WeightShard ColumnParallelShard(const std::string& name, const std::string& source, int out, int in, int tp, int rank) {
+  return MergedColumnParallelShard(name, {source}, out, in, tp, rank, "out");
+}
+
+WeightShard MergedColumnParallelShard(const std::string& name, const std::vector<std::string>& sources, int out, int in,
+                                      int tp, int rank, const char* size_name) {
+  const Span rows = ColumnParallelRows(out, tp, rank, size_name);
+  WeightShard shard{name, 0, in, {}, std::nullopt, 0};
+  for (const std::string& source : sources) {
+    shard.parts.push_back({source, rows, Span{0, in}});
+    shard.out += rows.end - rows.begin;
+  }
+  return shard;
+}
+
+WeightShard RowParallelShard(const std::string& name, const std::string& source, int out, int in, int tp, int rank,
+                             const char* size_name) {
+  const Span cols = RowParallelColumns(in, tp, rank, size_name);
+  const std::optional<Span> bias = rank == 0 ? std::optional<Span>(Span{0, out}) : std::nullopt;
+  return WeightShard{name, out, cols.end - cols.begin, {{source, Span{0, out}, cols}}, bias, 0};
+}
+
+WeightShard QkvParallelShard(const std::string& name, const QkvSources& sources, int num_heads, int num_kv_heads,
+                             int head_dim, int hidden, int tp, int rank) {
+  const QkvHeads heads = QkvHeadLayout(num_heads, num_kv_heads, tp);
+  const Span q_rows = RankPiece(rank, heads.heads_per_rank * head_dim);
+  const Span kv_rows = RankPiece(heads.kv_shard(rank), heads.kv_heads_per_rank * head_dim);
+  const Span whole{0, hidden};
+  return WeightShard{name, (q_rows.end - q_rows.begin) + 2 * (kv_rows.end - kv_rows.begin), hidden,
+                     {{sources.q, q_rows, whole}, {sources.k, kv_rows, whole}, {sources.v, kv_rows, whole}}, std::nullopt, 0};
+}
+
+WeightShard VocabParallelShard(const std::string& name, const std::string& source, int vocab, int hidden, int tp,
+                               int rank) {
+  const VocabShards layout = VocabLayout(vocab, tp);
+  const Span loaded = layout.loaded(rank);
+  const int padding = layout.per_rank - (loaded.end - loaded.begin);
+  return WeightShard{name, layout.per_rank, hidden, {{source, loaded, Span{0, hidden}}}, std::nullopt, padding};
+}
+
+std::vector<BiasPart> ColumnBiasParts(const WeightShard& shard, const std::vector<std::string>& bias_sources) {
+  if (bias_sources.size() != shard.parts.size())
+    throw std::invalid_argument("ColumnBiasParts: " + shard.name + " has " + std::to_string(shard.parts.size()) +
+                                " parts but " + std::to_string(bias_sources.size()) + " bias sources");
+  std::vector<BiasPart> parts;
+  for (std::size_t i = 0; i < bias_sources.size(); ++i) parts.push_back({bias_sources[i], shard.parts[i].rows});
+  return parts;
+}
+
+std::vector<BiasPart> RowBiasParts(const WeightShard& shard, const std::string& bias_source) {
+  if (!shard.bias) return {};
+  return {{bias_source, *shard.bias}};
+}
+
 ShardPlan BuildShardPlan(const ModelGeometry& g, int tp) {
   if (tp < 1) throw std::invalid_argument("tp must be an int >= 1, got " + std::to_string(tp));
   ShardPlan plan;
@@ -95,8 +149,8 @@ ShardPlan BuildShardPlan(const ModelGeometry& g, int tp) {
   plan.kv_heads_per_rank = heads.kv_heads_per_rank;
   plan.kv_replicas = heads.kv_replicas;
   ShardSize(g.ffn, tp, "ffn=" + std::to_string(g.ffn));
-  plan.padded_vocab = VocabLayout(g.vocab, tp).per_rank * tp;
-  for (int rank = 0; rank < tp; ++rank) plan.ranks.push_back(RankOf(g, plan, rank));
+  plan.padded_vocab = VocabLayout(g.vocab, tp).padded_vocab;
+  for (int rank = 0; rank < tp; ++rank) plan.ranks.push_back(RankOf(g, tp, rank));
   return plan;
 }
 
