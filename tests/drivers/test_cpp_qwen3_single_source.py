@@ -1,7 +1,7 @@
 """The C++ decoder holds no sharding of its own (spec/tensor-parallel.md TP-4.1 to TP-4.6: the shard plan is the one
 source of ranges): drivers/cpp's qwen3.cpp composes the tensor-parallel layers of layers/linear.h and
 layers/vocab_parallel_embedding.h and reads neither its rank nor the world's size, slices no range, masks no
-vocabulary and calls no collective. Read from its source, comments and string literals left out."""
+vocabulary and calls no collective. Read from its source and header, comments and string literals left out."""
 from __future__ import annotations
 
 import re
@@ -13,6 +13,7 @@ pytestmark = pytest.mark.cpu
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODER = ROOT / "drivers" / "cpp" / "src" / "vllm" / "model_executor" / "models" / "qwen3.cpp"
+DECODER_HEADER = ROOT / "drivers" / "cpp" / "include" / "vllm" / "model_executor" / "models" / "qwen3.h"
 
 FORBIDDEN: dict[str, re.Pattern[str]] = {
     "the rank's index": re.compile(r"\.\s*rank\s*\(|\brank\s*\*|\*\s*rank\b"),
@@ -50,8 +51,9 @@ def findings(source: str, name: str = "qwen3.cpp") -> list[str]:
     return found
 
 
-def test_the_decoder_holds_no_range_arithmetic() -> None:
-    assert findings(DECODER.read_text(), DECODER.name) == []
+@pytest.mark.parametrize("path", [DECODER, DECODER_HEADER], ids=lambda path: path.name)
+def test_the_decoder_holds_no_range_arithmetic(path: Path) -> None:
+    assert findings(path.read_text(), path.name) == []
 
 
 def test_the_decoder_composes_the_tensor_parallel_layers() -> None:
