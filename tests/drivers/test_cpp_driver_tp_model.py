@@ -194,6 +194,9 @@ def test_bad_model_input_is_invalid_argument_naming_it(v2_ready: Worker) -> None
 def test_bad_biases_are_invalid_argument_naming_them(v2_ready: Worker) -> None:
     weights = _weights(BIASED, 1)
     _bad(v2_ready, "config.qkv_bias must be a bool, got 1 (int)", config=BIASED | {"qkv_bias": 1}, weights=weights)
+    _bad(v2_ready, "config has an unknown field 'attention_bias'; fields: layers, hidden, num_heads, num_kv_heads, "
+         "head_dim, ffn, vocab, max_position, tie_word_embeddings, rms_norm_eps, rope_theta, qkv_bias, o_proj_bias",
+         config=BIASED | {"attention_bias": True}, weights=weights)
     _bad(v2_ready, "weights has an unknown tensor 'model.layers.0.self_attn.o_proj.bias'",
          config=BIASED | {"o_proj_bias": False}, weights=weights)
     _bad(v2_ready, "weights has an unknown tensor 'model.layers.0.self_attn.q_proj.bias'",

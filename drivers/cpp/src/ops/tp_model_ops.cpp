@@ -28,8 +28,9 @@ const char* const kConfigIntFields[] = {"layers", "hidden", "num_heads", "num_kv
 const char* const kConfigFields[] = {"layers", "hidden",  "num_heads", "num_kv_heads", "head_dim", "ffn", "vocab", "max_position",
                                "tie_word_embeddings", "rms_norm_eps", "rope_theta"};
 const char* const kConfigOptionalFields[] = {"qkv_bias", "o_proj_bias"};  // bools, false when left out
-const char* const kConfigFieldList = "layers, hidden, num_heads, num_kv_heads, head_dim, ffn, vocab, max_position, "
-                                     "tie_word_embeddings, rms_norm_eps, rope_theta, qkv_bias, o_proj_bias";
+const char* const kConfigFieldList =
+    "layers, hidden, num_heads, num_kv_heads, head_dim, ffn, vocab, max_position, tie_word_embeddings, rms_norm_eps, rope_theta";
+const std::string kConfigKnownFieldList = std::string(kConfigFieldList) + ", qkv_bias, o_proj_bias";
 
 bool is_config_field(const std::string& name) {
   for (const char* field : kConfigFields)
@@ -67,9 +68,10 @@ me::Qwen3Config parse_config(const Value& config) {
     throw std::invalid_argument(std::string("config must be a mapping of ") + kConfigFieldList + "; got " + gates::py_type_name(config));
   for (auto it = config.begin(); it != config.end(); ++it)
     if (!is_config_field(it.key()))
-      throw std::invalid_argument("config has an unknown field " + gates::py_str_repr(it.key()) + "; fields: " + kConfigFieldList);
+      throw std::invalid_argument("config has an unknown field " + gates::py_str_repr(it.key()) + "; fields: " + kConfigKnownFieldList);
   for (const char* name : kConfigFields)
-    if (!config.contains(name)) throw std::invalid_argument(std::string("config.") + name + " is missing; fields: " + kConfigFieldList);
+    if (!config.contains(name))
+      throw std::invalid_argument(std::string("config.") + name + " is missing; fields: " + kConfigKnownFieldList);
   int ints[8];
   for (std::size_t i = 0; i < 8; ++i) ints[i] = gates::tp::positive_int(std::string("config.") + kConfigIntFields[i], config[kConfigIntFields[i]]);
   me::Qwen3Config c;
@@ -78,12 +80,12 @@ me::Qwen3Config parse_config(const Value& config) {
   if (c.head_dim % 2 != 0)
     throw std::invalid_argument("config.head_dim=" + std::to_string(c.head_dim) + " must be even (neox RoPE rotates pairs)");
   c.tie_word_embeddings = config_bool(config, "tie_word_embeddings", false);  // required: checked present above
+  c.qkv_bias = config_bool(config, "qkv_bias", false);
+  c.o_proj_bias = config_bool(config, "o_proj_bias", false);
   c.rms_norm_eps = finite_number("config.rms_norm_eps", config["rms_norm_eps"]);
   if (c.rms_norm_eps < 0) throw std::invalid_argument("config.rms_norm_eps must be >= 0, got " + gates::py_float_repr(c.rms_norm_eps));
   c.rope_theta = finite_number("config.rope_theta", config["rope_theta"]);
   if (c.rope_theta <= 1) throw std::invalid_argument("config.rope_theta must be > 1, got " + gates::py_float_repr(c.rope_theta));
-  c.qkv_bias = config_bool(config, "qkv_bias", false);
-  c.o_proj_bias = config_bool(config, "o_proj_bias", false);
   return c;
 }
 
