@@ -1,11 +1,12 @@
 // The TP-W2 whole-model operation of BACKEND-DISTRIBUTED-TP (tpw2 contract; issue 30 item 3):
 //   tp-model-greedy {config: {layers, hidden, num_heads, num_kv_heads, head_dim, ffn, vocab, tie_word_embeddings,
-//                    rms_norm_eps, rope_theta, max_position}, weights: {HF name -> float32 tensor}, prompt int64 [n],
-//                    steps, tp}
+//                    rms_norm_eps, rope_theta, max_position, and optionally qkv_bias, o_proj_bias (bools, default
+//                    false)}, weights: {HF name -> float32 tensor}, prompt int64 [n], steps, tp}
 //     -> {tokens: int64 [steps], logits: float32 [steps, vocab]} as rank 0 sees them (vllm/model_executor/models/
 //        qwen3.h Qwen3GreedyDecode on tp rank threads).
 // Inputs are checked before any rank runs, in the Python port's order and words (impl/model_executor/models/
-// qwen3_weights.py): config, weights, prompt and steps, tp, then the shard plan.
+// qwen3_weights.py): config, weights (a bias without its config flag is an unknown tensor), prompt and steps, tp in
+// [1, 8], then the shard plan (its refusal, before any rank thread starts).
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -26,13 +27,27 @@ constexpr int kMaxModelTp = 8;
 const char* const kConfigIntFields[] = {"layers", "hidden", "num_heads", "num_kv_heads", "head_dim", "ffn", "vocab", "max_position"};
 const char* const kConfigFields[] = {"layers", "hidden",  "num_heads", "num_kv_heads", "head_dim", "ffn", "vocab", "max_position",
                                "tie_word_embeddings", "rms_norm_eps", "rope_theta"};
+const char* const kConfigOptionalFields[] = {"qkv_bias", "o_proj_bias"};  // bools, false when left out
 const char* const kConfigFieldList =
     "layers, hidden, num_heads, num_kv_heads, head_dim, ffn, vocab, max_position, tie_word_embeddings, rms_norm_eps, rope_theta";
+const std::string kConfigKnownFieldList = std::string(kConfigFieldList) + ", qkv_bias, o_proj_bias";
 
 bool is_config_field(const std::string& name) {
   for (const char* field : kConfigFields)
     if (name == field) return true;
+  for (const char* field : kConfigOptionalFields)
+    if (name == field) return true;
   return false;
+}
+
+// config.<name> as a bool; `fallback` where an optional field is left out.
+bool config_bool(const Value& config, const char* name, bool fallback) {
+  if (!config.contains(name)) return fallback;
+  const Value& value = config[name];
+  if (!value.is_boolean())
+    throw std::invalid_argument(std::string("config.") + name + " must be a bool, got " + gates::py_repr(value) + " (" +
+                                gates::py_type_name(value) + ")");
+  return value.get<bool>();
 }
 
 std::string list_text(const std::vector<std::int64_t>& shape) {
@@ -53,9 +68,10 @@ me::Qwen3Config parse_config(const Value& config) {
     throw std::invalid_argument(std::string("config must be a mapping of ") + kConfigFieldList + "; got " + gates::py_type_name(config));
   for (auto it = config.begin(); it != config.end(); ++it)
     if (!is_config_field(it.key()))
-      throw std::invalid_argument("config has an unknown field " + gates::py_str_repr(it.key()) + "; fields: " + kConfigFieldList);
+      throw std::invalid_argument("config has an unknown field " + gates::py_str_repr(it.key()) + "; fields: " + kConfigKnownFieldList);
   for (const char* name : kConfigFields)
-    if (!config.contains(name)) throw std::invalid_argument(std::string("config.") + name + " is missing; fields: " + kConfigFieldList);
+    if (!config.contains(name))
+      throw std::invalid_argument(std::string("config.") + name + " is missing; fields: " + kConfigKnownFieldList);
   int ints[8];
   for (std::size_t i = 0; i < 8; ++i) ints[i] = gates::tp::positive_int(std::string("config.") + kConfigIntFields[i], config[kConfigIntFields[i]]);
   me::Qwen3Config c;
@@ -63,11 +79,9 @@ me::Qwen3Config parse_config(const Value& config) {
   c.head_dim = ints[4], c.ffn = ints[5], c.vocab = ints[6], c.max_position = ints[7];
   if (c.head_dim % 2 != 0)
     throw std::invalid_argument("config.head_dim=" + std::to_string(c.head_dim) + " must be even (neox RoPE rotates pairs)");
-  const Value& tied = config["tie_word_embeddings"];
-  if (!tied.is_boolean())
-    throw std::invalid_argument("config.tie_word_embeddings must be a bool, got " + gates::py_repr(tied) + " (" +
-                                gates::py_type_name(tied) + ")");
-  c.tie_word_embeddings = tied.get<bool>();
+  c.tie_word_embeddings = config_bool(config, "tie_word_embeddings", false);  // required: checked present above
+  c.qkv_bias = config_bool(config, "qkv_bias", false);
+  c.o_proj_bias = config_bool(config, "o_proj_bias", false);
   c.rms_norm_eps = finite_number("config.rms_norm_eps", config["rms_norm_eps"]);
   if (c.rms_norm_eps < 0) throw std::invalid_argument("config.rms_norm_eps must be >= 0, got " + gates::py_float_repr(c.rms_norm_eps));
   c.rope_theta = finite_number("config.rope_theta", config["rope_theta"]);

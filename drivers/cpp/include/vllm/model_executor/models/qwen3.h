@@ -1,8 +1,11 @@
 // A Qwen3-style decoder run tensor-parallel on rank threads, greedy (issue 30 item 3 and 5; tpw2 contract
 // `tp-model-greedy`; vLLM 0.33.0 vllm/model_executor/models/qwen3.py and qwen2.py): embed -> per layer (RMSNorm,
-// QKV, per-head q_norm/k_norm, neox RoPE, causal GQA attention scaled by head_dim^-0.5, o_proj, residual, RMSNorm,
-// gate_up/silu/down, residual) -> final RMSNorm -> lm_head (tied: embed_tokens' weight) -> argmax, lowest id on a
-// tie. Float32; every step recomputes the whole sequence (no KV cache).
+// QKV (q/k/v biases with qkv_bias, as Qwen2), per-head q_norm/k_norm, neox RoPE, causal GQA attention scaled by
+// head_dim^-0.5, o_proj (its bias with o_proj_bias, as Llama's attention_bias), residual, RMSNorm, gate_up/silu/down,
+// residual) -> final RMSNorm -> lm_head (tied: embed_tokens' weight) -> argmax, lowest id on a tie. Float32; every
+// step recomputes the whole sequence (no KV cache). The decoder composes the tensor-parallel layers of
+// layers/linear.h and layers/vocab_parallel_embedding.h, which take their ranges from the shard plan
+// (shard_plan.h, TP-4.x): it holds no sharding of its own.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "vllm/distributed/shard_plan.h"
 #include "vllm/distributed/tensor_parallel.h"
 
 namespace vllm::model_executor {
@@ -24,6 +28,8 @@ struct Qwen3Config {
   int ffn = 0;
   int vocab = 0;
   bool tie_word_embeddings = false;
+  bool qkv_bias = false;     // q_proj/k_proj/v_proj carry a bias (sharded with their weight's rows)
+  bool o_proj_bias = false;  // o_proj carries a bias (added by rank 0 before the all-reduce, TP-4.2)
   double rms_norm_eps = 1e-6;
   double rope_theta = 1e6;
   int max_position = 0;
@@ -32,8 +38,11 @@ struct Qwen3Config {
 // Checkpoint tensors by Hugging Face name (model.embed_tokens.weight, model.layers.{i}.self_attn.q_proj.weight, ...).
 using Qwen3Weights = std::map<std::string, HostTensor>;
 
-// Every checkpoint name the config needs, with its shape, in checkpoint order (embed_tokens, the layers, norm,
-// then lm_head.weight only when the embeddings are untied).
+// The sizes the shard plan cuts the config's model by.
+distributed::ModelGeometry Qwen3Geometry(const Qwen3Config& config);
+
+// Every checkpoint name the config needs, with its shape, in checkpoint order (embed_tokens, the layers, each bias
+// the config asks for after its weight, norm, then lm_head.weight only when the embeddings are untied).
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> Qwen3WeightShapes(const Qwen3Config& config);
 
 struct GreedyDecode {
@@ -47,7 +56,8 @@ GreedyDecode Qwen3GreedyOnRank(const TensorParallel& tp, const Qwen3Config& conf
                                const std::vector<std::int64_t>& prompt, int steps);
 
 // The decode on tp rank threads, as rank 0 sees it; every rank must agree bit for bit, else std::runtime_error
-// naming the rank and the step. The shard plan's refusals (std::invalid_argument) come first.
+// naming the rank and the step. A geometry the shard plan refuses at tp is refused with the plan's message
+// (std::invalid_argument, TP-4.8) before any rank thread starts.
 GreedyDecode Qwen3GreedyDecode(int tp, const Qwen3Config& config, const Qwen3Weights& weights,
                                const std::vector<std::int64_t>& prompt, int steps);
 
