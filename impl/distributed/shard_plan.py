@@ -134,48 +134,126 @@ def kv_layout(num_heads: int, num_kv_heads: int, tp: int) -> tuple[int, int]:
     return heads, replicas
 
 
+@dataclass(frozen=True)
+class HeadLayout:
+    """The attention heads one rank of QKVParallelLinear holds (TP-4.3): Hq/tp query heads, its KV heads, and how many
+    consecutive ranks hold each KV head."""
+
+    heads_per_rank: int
+    kv_heads_per_rank: int
+    kv_replicas: int
+
+    def kv_shard(self, rank: int) -> int:
+        """The KV shard rank ``rank`` loads: ``rank // replicas`` (TP-4.3)."""
+        return rank // self.kv_replicas
+
+
+def head_layout(num_heads: int, num_kv_heads: int, tp: int) -> HeadLayout:
+    """The heads a rank holds at ``tp`` (TP-4.3); ValueError for a split vLLM refuses (TP-4.8)."""
+    heads = divide(num_heads, tp, f"num_heads={num_heads}")
+    kv_heads, replicas = kv_layout(num_heads, num_kv_heads, tp)
+    return HeadLayout(heads, kv_heads, replicas)
+
+
+def block(size: int, tp: int, rank: int, what: str) -> Span:
+    """Rank ``rank``'s contiguous block ``[r·size/tp, (r+1)·size/tp)`` (TP-4.1, TP-4.2); ValueError naming ``what``
+    when tp does not divide ``size``."""
+    part = divide(size, tp, what)
+    return (rank * part, (rank + 1) * part)
+
+
+def _rows(span: Span) -> int:
+    return span[1] - span[0]
+
+
+def column_shard(name: str, source: str, out: int, columns_in: int, tp: int, rank: int) -> WeightShard:
+    """ColumnParallelLinear's rank: rows ``block(out)`` of ``source``, every column; its bias takes the same rows
+    (TP-4.1)."""
+    rows = block(out, tp, rank, f"out={out}")
+    return WeightShard(name, (_rows(rows), columns_in), (WeightPart(source, rows, (0, columns_in)),))
+
+
+def row_shard(name: str, source: str, out: int, columns_in: int, tp: int, rank: int,
+              size_name: str = "in") -> WeightShard:
+    """RowParallelLinear's rank: columns ``block(in)`` of ``source``, every row; the whole bias on rank 0 only
+    (TP-4.2). ``size_name`` names the input size in a refusal (``in``, ``ffn``)."""
+    columns = block(columns_in, tp, rank, f"{size_name}={columns_in}")
+    bias = (0, out) if rank == 0 else None
+    return WeightShard(name, (out, _rows(columns)), (WeightPart(source, (0, out), columns),), bias)
+
+
+def merged_column_shard(name: str, sources: tuple[str, ...], out: int, columns_in: int, tp: int, rank: int,
+                        size_name: str = "ffn") -> WeightShard:
+    """MergedColumnParallelLinear's rank: rows ``block(out)`` of each source (each ``[out, in]``), stacked in order
+    (TP-4.4)."""
+    rows = block(out, tp, rank, f"{size_name}={out}")
+    return WeightShard(name, (len(sources) * _rows(rows), columns_in),
+                       tuple(WeightPart(source, rows, (0, columns_in)) for source in sources))
+
+
+def qkv_shard(name: str, sources: tuple[str, str, str], hidden: int, num_heads: int, num_kv_heads: int, head_dim: int,
+              tp: int, rank: int) -> WeightShard:
+    """QKVParallelLinear's rank: its query heads' rows of the q source, KV shard ``rank // replicas``'s rows of the
+    k and v sources, stacked q, k, v (TP-4.3); its bias takes the same rows."""
+    layout = head_layout(num_heads, num_kv_heads, tp)
+    q_rows = layout.heads_per_rank * head_dim
+    kv_rows = layout.kv_heads_per_rank * head_dim
+    kv_shard = layout.kv_shard(rank)
+    whole = (0, hidden)
+    q, k, v = sources
+    return WeightShard(name, (q_rows + 2 * kv_rows, hidden), (
+        WeightPart(q, _column(rank, q_rows), whole),
+        WeightPart(k, _column(kv_shard, kv_rows), whole),
+        WeightPart(v, _column(kv_shard, kv_rows), whole)))
+
+
+def vocab_ranges(vocab: int, tp: int, rank: int) -> tuple[Span, Span]:
+    """(the rank's padded vocabulary range, the checkpoint rows it loads) of VocabParallelEmbedding (TP-4.5):
+    ``padded/tp`` ids each, the loaded ones clipped to the vocabulary."""
+    padded = pad_vocab(vocab)
+    per_rank = divide(padded, tp, f"the padded vocab {padded} (vocab={vocab} padded to a multiple of {VOCAB_PADDING})")
+    vocab_range = _column(rank, per_rank)
+    return vocab_range, (min(vocab_range[0], vocab), min(vocab_range[1], vocab))
+
+
+def vocab_shard(name: str, source: str, vocab: int, hidden: int, tp: int, rank: int) -> WeightShard:
+    """VocabParallelEmbedding's or ParallelLMHead's rank: the checkpoint rows it loads of ``source``, then zero
+    padding rows up to ``padded/tp`` (TP-4.5, TP-4.6)."""
+    vocab_range, loaded = vocab_ranges(vocab, tp, rank)
+    per_rank = _rows(vocab_range)
+    return WeightShard(name, (per_rank, hidden), (WeightPart(source, loaded, (0, hidden)),), None,
+                       per_rank - _rows(loaded))
+
+
 def _column(lo: int, size: int) -> Span:
     return (lo * size, (lo + 1) * size)
 
 
-def _rank_shards(geometry: ModelGeometry, tp: int, rank: int, plan: ShardPlan) -> RankShards:
-    """Rank ``rank``'s slices of every weight (TP-4.1 to TP-4.6)."""
-    hidden, head_dim = geometry.hidden, geometry.head_dim
-    q_rows = plan.heads_per_rank * head_dim
-    kv_rows = plan.kv_heads_per_rank * head_dim
-    ffn_rows = geometry.ffn // tp
-    kv_shard = rank // plan.kv_replicas
-    whole = (0, hidden)
-    qkv = WeightShard("qkv_proj", (q_rows + 2 * kv_rows, hidden), (
-        WeightPart("q_proj", _column(rank, q_rows), whole),
-        WeightPart("k_proj", _column(kv_shard, kv_rows), whole),
-        WeightPart("v_proj", _column(kv_shard, kv_rows), whole)))
-    bias = whole if rank == 0 else None
-    o_proj = WeightShard("o_proj", (hidden, q_rows), (WeightPart("o_proj", whole, _column(rank, q_rows)),), bias)
-    gate_up = WeightShard("gate_up_proj", (2 * ffn_rows, hidden), (
-        WeightPart("gate_proj", _column(rank, ffn_rows), whole), WeightPart("up_proj", _column(rank, ffn_rows), whole)))
-    down = WeightShard("down_proj", (hidden, ffn_rows), (WeightPart("down_proj", whole, _column(rank, ffn_rows)),), bias)
-    per_rank = plan.padded_vocab // tp
-    vocab_range = _column(rank, per_rank)
-    loaded = (min(vocab_range[0], geometry.vocab), min(vocab_range[1], geometry.vocab))
-    padding = per_rank - (loaded[1] - loaded[0])
-    embed = WeightShard("embed_tokens", (per_rank, hidden), (WeightPart("embed_tokens", loaded, whole),), None, padding)
-    head_source = "embed_tokens" if geometry.tie_word_embeddings else "lm_head"
-    lm_head = WeightShard("lm_head", (per_rank, hidden), (WeightPart(head_source, loaded, whole),), None, padding)
+def _rank_shards(geometry: ModelGeometry, tp: int, rank: int) -> RankShards:
+    """Rank ``rank``'s slices of every weight (TP-4.1 to TP-4.6), each layer's as its layer cuts it."""
+    g = geometry
+    qkv = qkv_shard("qkv_proj", ("q_proj", "k_proj", "v_proj"), g.hidden, g.num_heads, g.num_kv_heads, g.head_dim,
+                    tp, rank)
+    o_proj = row_shard("o_proj", "o_proj", g.hidden, g.num_heads * g.head_dim, tp, rank)
+    gate_up = merged_column_shard("gate_up_proj", ("gate_proj", "up_proj"), g.ffn, g.hidden, tp, rank)
+    down = row_shard("down_proj", "down_proj", g.hidden, g.ffn, tp, rank, size_name="ffn")
+    embed = vocab_shard("embed_tokens", "embed_tokens", g.vocab, g.hidden, tp, rank)
+    head_source = "embed_tokens" if g.tie_word_embeddings else "lm_head"
+    lm_head = vocab_shard("lm_head", head_source, g.vocab, g.hidden, tp, rank)
+    vocab_range, loaded = vocab_ranges(g.vocab, tp, rank)
+    kv_shard = head_layout(g.num_heads, g.num_kv_heads, tp).kv_shard(rank)
     return RankShards(rank, kv_shard, vocab_range, loaded, (qkv, o_proj, gate_up, down, embed, lm_head))
 
 
 def shard_plan(geometry: ModelGeometry, tp: int) -> ShardPlan:
     """Every rank's shards of ``geometry`` at ``tp`` ranks (TP-4.7); ValueError for a geometry vLLM cannot shard,
-    naming the numbers (TP-4.8)."""
+    naming the numbers (TP-4.8), checked in the order query heads, KV heads, ffn, padded vocabulary."""
     check_int("", "tp", tp, minimum=1)
-    heads = divide(geometry.num_heads, tp, f"num_heads={geometry.num_heads}")
-    kv_heads, replicas = kv_layout(geometry.num_heads, geometry.num_kv_heads, tp)
+    layout = head_layout(geometry.num_heads, geometry.num_kv_heads, tp)
     divide(geometry.ffn, tp, f"ffn={geometry.ffn}")
-    padded = pad_vocab(geometry.vocab)
-    divide(padded, tp, f"the padded vocab {padded} (vocab={geometry.vocab} padded to a multiple of {VOCAB_PADDING})")
-    plan = ShardPlan(tp, padded, heads, kv_heads, replicas, ())
-    return ShardPlan(tp, padded, heads, kv_heads, replicas, tuple(_rank_shards(geometry, tp, rank, plan) for rank in range(tp)))
+    vocab_ranges(geometry.vocab, tp, 0)
+    return ShardPlan(tp, pad_vocab(geometry.vocab), layout.heads_per_rank, layout.kv_heads_per_rank,
+                     layout.kv_replicas, tuple(_rank_shards(geometry, tp, rank) for rank in range(tp)))
 
 
 def shard_plan_of(geometry: Mapping[str, Any], tp: int) -> dict[str, Any]:

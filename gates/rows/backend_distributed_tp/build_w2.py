@@ -1,5 +1,6 @@
 """Builder of the TP-W2 layer operations' Python binding (operations.yaml): the case's tensors, made judge-side
-(`{tensor: ...}` or a strategy's numpy arrays), as torch tensors of the same bits; every other input as given.
+(`{tensor: ...}` or a strategy's numpy arrays), as torch tensors of the same bits, inside maps too; every other
+input as given.
 The oracle takes the numpy arrays themselves (no builder)."""
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ import numpy as np
 from vllm_gates import Call, as_torch
 
 
+def _torch(value: Any) -> Any:
+    """``value`` with its numpy arrays (inside maps too: tp-layer-ranks' ``inputs``) turned into torch tensors."""
+    if isinstance(value, np.ndarray):
+        return as_torch(value)
+    if isinstance(value, Mapping):
+        return {name: _torch(inner) for name, inner in value.items()}
+    return value
+
+
 def torch_inputs(data: Mapping[str, Any]) -> Call:
     """The operation's keyword arguments, numpy arrays turned into torch tensors."""
-    return Call(kwargs={name: as_torch(value) if isinstance(value, np.ndarray) else value
-                        for name, value in data.items()})
+    return Call(kwargs={name: _torch(value) for name, value in data.items()})

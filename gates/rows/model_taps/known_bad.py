@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from impl.distributed import communication_op
+from impl.model_executor.layers.linear import ParallelMLP
 from impl.model_executor.layers.rotary_embedding import cos_sin_cache
 from impl.model_executor.models import qwen3, qwen3_taps
 
@@ -75,9 +76,9 @@ def _rope_base_wrong(model: qwen3.RankModel, layer: qwen3.RankLayer) -> Iterator
 @contextlib.contextmanager
 def _k_v_swapped(model: qwen3.RankModel, layer: qwen3.RankLayer) -> Iterator[qwen3.RankLayer]:
     """k_proj's rows loaded where v_proj's go in the fused QKV weight, and v_proj's where k_proj's go."""
-    q_rows = model.heads * model.config.geometry.head_dim
-    q, k, v = layer.qkv.split([q_rows, (layer.qkv.shape[0] - q_rows) // 2, (layer.qkv.shape[0] - q_rows) // 2])
-    yield dataclasses.replace(layer, qkv=torch.cat((q, v, k)))
+    qkv = layer.qkv
+    q, k, v = qkv.weight.split([qkv.q_size, qkv.kv_size, qkv.kv_size])
+    yield dataclasses.replace(layer, qkv=dataclasses.replace(qkv, weight=torch.cat((q, v, k))))
 
 
 @contextlib.contextmanager
@@ -94,18 +95,21 @@ def _rms_eps_outside_sqrt(model: qwen3.RankModel, layer: qwen3.RankLayer) -> Ite
         yield layer
 
 
+@dataclasses.dataclass(frozen=True)
+class _Bfloat16MLP(ParallelMLP):
+    """A ParallelMLP whose rank computes gate_up, silu·up and down in bfloat16; its partial cast back to the input's
+    dtype before the all-reduce."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        narrow = ParallelMLP(dataclasses.replace(self.gate_up, weight=self.gate_up.weight.to(torch.bfloat16)),
+                             dataclasses.replace(self.down, weight=self.down.weight.to(torch.bfloat16)))
+        return self.down.collective(narrow.partials(x.to(torch.bfloat16))[1].to(x.dtype))
+
+
 @contextlib.contextmanager
 def _mlp_bfloat16_accumulation(model: qwen3.RankModel, layer: qwen3.RankLayer) -> Iterator[qwen3.RankLayer]:
     """The layer's MLP (gate_up, silu·up, down) computed in bfloat16, its result cast back to the compute dtype."""
-    real = qwen3._mlp
-
-    def mlp(weights: qwen3.RankLayer, x: torch.Tensor) -> torch.Tensor:
-        narrow = dataclasses.replace(weights, gate_up=weights.gate_up.to(torch.bfloat16),
-                                     down=weights.down.to(torch.bfloat16))
-        return real(narrow, x.to(torch.bfloat16)).to(x.dtype)
-
-    with mock.patch.object(qwen3, "_mlp", mlp):
-        yield layer
+    yield dataclasses.replace(layer, mlp=_Bfloat16MLP(layer.mlp.gate_up, layer.mlp.down))
 
 
 @contextlib.contextmanager

@@ -1,5 +1,8 @@
 """The vocab-parallel embedding and LM head of vLLM 0.33.0 as one rank holds and runs them (spec/tensor-parallel.md
-TP-4.5, TP-4.6, TP-5.3, TP-5.4; vllm/model_executor/layers/vocab_parallel_embedding.py, logits_processor.py)."""
+TP-4.5, TP-4.6, TP-5.3, TP-5.4; vllm/model_executor/layers/vocab_parallel_embedding.py, logits_processor.py).
+
+The shard plan's ``vocab_ranges`` and ``vocab_shard`` (impl/distributed/shard_plan.py) say which ids a rank holds;
+each layer keeps the ``WeightShard`` it was cut by. ``partial`` is the rank's output before its collective."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,12 +11,14 @@ import torch
 import torch.nn.functional as F
 
 from impl.distributed import communication_op
-from impl.distributed.shard_plan import VOCAB_PADDING, divide, pad_vocab
+from impl.distributed.shard_plan import WeightShard, vocab_ranges, vocab_shard
+from impl.model_executor.layers.linear import cut
 
 
 @dataclass(frozen=True)
 class VocabShard:
-    """A rank's ``padded/tp`` rows of the vocabulary: its padded range and the checkpoint rows it loads (TP-4.5)."""
+    """A rank's ``padded/tp`` ids of the vocabulary: its padded range and the end of the checkpoint rows it loads
+    (TP-4.5)."""
 
     start: int
     end: int
@@ -21,37 +26,40 @@ class VocabShard:
 
     @classmethod
     def of(cls, vocab: int, tp: int, rank: int) -> "VocabShard":
-        padded = pad_vocab(vocab)
-        per_rank = divide(padded, tp, f"the padded vocab {padded} (vocab={vocab} padded to a multiple of {VOCAB_PADDING})")
-        start = rank * per_rank
-        return cls(start, start + per_rank, min(start + per_rank, vocab))
-
-    def rows(self, weight: torch.Tensor) -> torch.Tensor:
-        """The rank's ``padded/tp`` weight rows: checkpoint rows ``[start, loaded_end)``, then zero rows (TP-4.5)."""
-        shard = weight.new_zeros((self.end - self.start, weight.shape[1]))
-        loaded = max(0, self.loaded_end - self.start)
-        shard[:loaded] = weight[self.start:self.start + loaded]
-        return shard
+        """The shard plan's ranges of rank ``rank``; ValueError when tp does not divide the padded vocabulary."""
+        (start, end), (_, loaded_end) = vocab_ranges(vocab, tp, rank)
+        return cls(start, end, loaded_end)
 
 
 @dataclass(frozen=True)
 class VocabParallelEmbedding:
-    """An embedding's rank: its vocab shard's rows (TP-4.5)."""
+    """An embedding's rank: its vocab shard's rows, checkpoint rows then zero padding (TP-4.5)."""
 
     weight: torch.Tensor
     vocab: VocabShard
+    weight_shard: WeightShard
 
     @classmethod
     def shard(cls, weight: torch.Tensor, rank: int, tp: int) -> "VocabParallelEmbedding":
-        vocab = VocabShard.of(weight.shape[0], tp, rank)
-        return cls(vocab.rows(weight), vocab)
+        plan = vocab_shard("weight", "weight", weight.shape[0], weight.shape[1], tp, rank)
+        return cls(cut(plan, {"weight": weight}), VocabShard.of(weight.shape[0], tp, rank), plan)
+
+    def mask(self, ids: torch.Tensor) -> torch.Tensor:
+        """True where the id is inside the rank's loaded range [start, loaded_end) (TP-5.3)."""
+        return (ids >= self.vocab.start) & (ids < self.vocab.loaded_end)
+
+    def partial(self, ids: torch.Tensor) -> torch.Tensor:
+        """The rank's rows [tokens, hidden] of the ids: an id outside its loaded range reads row 0 and is zeroed."""
+        inside = self.mask(ids)
+        rows = F.embedding(torch.where(inside, ids - self.vocab.start, torch.zeros_like(ids)), self.weight)
+        return rows.masked_fill(~inside.unsqueeze(-1), 0)
+
+    def collective(self, partial: torch.Tensor) -> torch.Tensor:
+        """The ranks' rows all-reduced: each id's row from the one rank that holds it (TP-5.3)."""
+        return communication_op.all_reduce(partial)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """Ids outside the rank's loaded range read row 0 and are zeroed; the ranks' rows all-reduced (TP-5.3)."""
-        outside = (ids < self.vocab.start) | (ids >= self.vocab.loaded_end)
-        local = torch.where(outside, torch.zeros_like(ids), ids - self.vocab.start)
-        rows = F.embedding(local, self.weight)
-        return communication_op.all_reduce(rows.masked_fill(outside.unsqueeze(-1), 0))
+        return self.collective(self.partial(ids))
 
 
 @dataclass(frozen=True)
@@ -60,12 +68,21 @@ class ParallelLMHead:
 
     weight: torch.Tensor
     vocab_size: int
+    weight_shard: WeightShard
 
     @classmethod
     def shard(cls, weight: torch.Tensor, rank: int, tp: int) -> "ParallelLMHead":
-        return cls(VocabShard.of(weight.shape[0], tp, rank).rows(weight), weight.shape[0])
+        plan = vocab_shard("weight", "weight", weight.shape[0], weight.shape[1], tp, rank)
+        return cls(cut(plan, {"weight": weight}), weight.shape[0], plan)
+
+    def partial(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """The rank's logits [tokens, padded/tp] (its padding rows' logits zero)."""
+        return F.linear(hidden_states, self.weight)
+
+    def collective(self, partial: torch.Tensor) -> torch.Tensor:
+        """Every rank's logits all-gathered in rank order, trimmed to the vocabulary (TP-5.4)."""
+        return communication_op.all_gather(partial, dim=-1)[..., :self.vocab_size]
 
     def logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """Every rank's ``[tokens, padded/tp]`` logits all-gathered in rank order, trimmed to the vocabulary (TP-5.4)."""
-        gathered = communication_op.all_gather(F.linear(hidden_states, self.weight), dim=-1)
-        return gathered[..., :self.vocab_size]
+        """The logits [tokens, vocab] of ``hidden_states`` (TP-5.4)."""
+        return self.collective(self.partial(hidden_states))

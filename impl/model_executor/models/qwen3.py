@@ -1,13 +1,14 @@
 """A Qwen3-style decoder run tensor-parallel on a gloo world of tp ranks, greedy (spec/tensor-parallel.md TP-5.5;
 issue 30 item 3): the operation tp-model-greedy of gates/rows/backend_distributed_tp/operations.yaml.
 
-Every rank cuts its shards out of the full checkpoint tensors as the shard plan says (impl/distributed/shard_plan.py,
-TP-4.x) and runs vLLM 0.33.0's Qwen3 forward (vllm/model_executor/models/qwen3.py, qwen2.py) on them: the
-vocab-parallel embedding all-reduced, per layer RMSNorm, the rank's fused QKV (no bias), per-head q/k RMSNorm, neox
-RoPE, causal grouped-query attention over the rank's heads, o_proj row-parallel and all-reduced, the residual,
-RMSNorm, gate_up (merged column), silu(gate)·up, down row-parallel and all-reduced, the residual; then the final
-RMSNorm, the rank's lm_head shard, the logits all-gathered in rank order and trimmed to the vocabulary; greedy
-argmax. The whole sequence is recomputed each step (no KV cache).
+Every rank builds vLLM 0.33.0's Qwen3 layers (vllm/model_executor/models/qwen3.py, qwen2.py) out of the full
+checkpoint tensors, each layer class cutting its rank's shard as the shard plan says (impl/model_executor/layers,
+impl/distributed/shard_plan.py, TP-4.x): the vocab-parallel embedding, per layer RMSNorm, QKVParallelLinear (q/k/v
+biases with config.qkv_bias), per-head q/k RMSNorm, neox RoPE, causal grouped-query attention over the rank's heads,
+o_proj RowParallelLinear (its bias on rank 0 with config.o_proj_bias), the residual, RMSNorm, the ParallelMLP
+(gate_up merged column, silu(gate)·up, down row-parallel), the residual; then the final RMSNorm and the ParallelLMHead
+(the tied embedding's weight with tie_word_embeddings); greedy argmax. This module composes the layers and holds no
+sharding of its own. The whole sequence is recomputed each step (no KV cache).
 
 The same layer code runs the decoder-taps forward (qwen3_taps.py, spec/model-taps.md): a Recorder (taps.py) gets each
 named intermediate and may replace the residual stream at the feed points; the greedy decode's NO_TAPS does neither.
@@ -19,10 +20,11 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from impl.distributed import communication_op
-from impl.distributed.shard_plan import RankShards, WeightShard, shard_plan
+from impl.distributed.shard_plan import HeadLayout
 from impl.model_executor.layers.layernorm import rms_norm
+from impl.model_executor.layers.linear import ParallelMLP, QKVParallelLinear, RowParallelLinear
 from impl.model_executor.layers.rotary_embedding import cos_sin_cache, rotary_embedding
+from impl.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 from impl.model_executor.models.qwen3_weights import ModelConfig, checked_inputs
 from impl.model_executor.models.taps import NO_TAPS, Recorder
 
@@ -31,114 +33,77 @@ CALL_TIMEOUT_S = 120.0
 
 RankFunction = Callable[[int, int, Any], Any]
 
-_LAYER_SOURCES = {"q_proj": "self_attn.q_proj", "k_proj": "self_attn.k_proj", "v_proj": "self_attn.v_proj",
-                  "o_proj": "self_attn.o_proj", "gate_proj": "mlp.gate_proj", "up_proj": "mlp.up_proj",
-                  "down_proj": "mlp.down_proj"}
-"""The shard plan's per-layer source names -> the HF tensor names under model.layers.{i}."""
-
 
 @dataclass(frozen=True)
 class RankLayer:
-    """One decoder layer as a rank holds it: the norms whole, the projections cut by the shard plan."""
+    """One decoder layer as a rank holds it: the norms whole, the projections as their layer classes cut them."""
 
     input_norm: torch.Tensor
-    qkv: torch.Tensor
+    qkv: QKVParallelLinear
     q_norm: torch.Tensor
     k_norm: torch.Tensor
-    o_proj: torch.Tensor
+    o_proj: RowParallelLinear
     post_norm: torch.Tensor
-    gate_up: torch.Tensor
-    down: torch.Tensor
+    mlp: ParallelMLP
 
 
 @dataclass(frozen=True)
 class RankModel:
-    """Everything a rank runs with: its layers, its vocabulary shards and ranges, its head counts, the RoPE table."""
+    """Everything a rank runs with: its embedding, layers and LM head, the final norm, the RoPE table."""
 
     config: ModelConfig
-    heads: int
-    kv_heads: int
-    vocab_loaded: tuple[int, int]
-    embed: torch.Tensor
+    embed: VocabParallelEmbedding
     layers: tuple[RankLayer, ...]
     final_norm: torch.Tensor
-    lm_head: torch.Tensor
+    lm_head: ParallelLMHead
     rope_cache: torch.Tensor
 
 
-def _source_name(source: str, layer: int | None) -> str:
-    """The HF tensor a shard-plan part reads."""
-    if source == "embed_tokens":
-        return "model.embed_tokens.weight"
-    if source == "lm_head":
-        return "lm_head.weight"
-    return f"model.layers.{layer}.{_LAYER_SOURCES[source]}.weight"
+def _rank_layer(config: ModelConfig, weights: Mapping[str, torch.Tensor], index: int, tp: int,
+                rank: int) -> RankLayer:
+    """Layer ``index`` of rank ``rank``: model.layers.{index}.* cut by its layer classes."""
+    g = config.geometry
 
+    def tensor(name: str) -> torch.Tensor:
+        return weights[f"model.layers.{index}.{name}"]
 
-def _cut(shard: WeightShard, weights: Mapping[str, torch.Tensor], layer: int | None) -> torch.Tensor:
-    """A rank's weight: its parts sliced out of the checkpoint tensors, stacked along the rows, padding rows zero
-    (TP-4.1 to TP-4.6)."""
-    pieces = [weights[_source_name(part.source, layer)][part.rows[0]:part.rows[1], part.cols[0]:part.cols[1]]
-              for part in shard.parts]
-    if shard.padding_rows:
-        template = pieces[0]
-        pieces.append(template.new_zeros((shard.padding_rows, template.shape[1])))
-    weight = torch.cat(pieces, dim=0).contiguous()
-    if tuple(weight.shape) != shard.shape:
-        raise AssertionError(f"{shard.name}: cut to {tuple(weight.shape)}, the shard plan says {shard.shape}")
-    return weight
+    qkv_biases = None
+    if config.qkv_bias:
+        qkv_biases = (tensor("self_attn.q_proj.bias"), tensor("self_attn.k_proj.bias"), tensor("self_attn.v_proj.bias"))
+    qkv = QKVParallelLinear.shard(tensor("self_attn.q_proj.weight"), tensor("self_attn.k_proj.weight"),
+                                  tensor("self_attn.v_proj.weight"), qkv_biases, g.num_heads, g.num_kv_heads,
+                                  g.head_dim, rank, tp)
+    o_bias = tensor("self_attn.o_proj.bias") if config.o_proj_bias else None
+    return RankLayer(
+        input_norm=tensor("input_layernorm.weight"), qkv=qkv, q_norm=tensor("self_attn.q_norm.weight"),
+        k_norm=tensor("self_attn.k_norm.weight"),
+        o_proj=RowParallelLinear.shard(tensor("self_attn.o_proj.weight"), o_bias, rank, tp),
+        post_norm=tensor("post_attention_layernorm.weight"),
+        mlp=ParallelMLP.shard(tensor("mlp.gate_proj.weight"), tensor("mlp.up_proj.weight"),
+                              tensor("mlp.down_proj.weight"), rank, tp))
 
 
 def rank_model(config: ModelConfig, weights: Mapping[str, torch.Tensor], tp: int, rank: int) -> RankModel:
-    """Rank ``rank``'s model at ``tp`` ranks, cut from the full ``weights`` by the shard plan (TP-4.7)."""
-    plan = shard_plan(config.geometry, tp)
-    mine: RankShards = plan.ranks[rank]
-    shards = {shard.name: shard for shard in mine.weights}
-    layers = []
-    for layer in range(config.layers):
-        prefix = f"model.layers.{layer}."
-        layers.append(RankLayer(
-            input_norm=weights[prefix + "input_layernorm.weight"], qkv=_cut(shards["qkv_proj"], weights, layer),
-            q_norm=weights[prefix + "self_attn.q_norm.weight"], k_norm=weights[prefix + "self_attn.k_norm.weight"],
-            o_proj=_cut(shards["o_proj"], weights, layer), post_norm=weights[prefix + "post_attention_layernorm.weight"],
-            gate_up=_cut(shards["gate_up_proj"], weights, layer), down=_cut(shards["down_proj"], weights, layer)))
-    first = next(iter(weights.values()))
-    cache = cos_sin_cache(config.geometry.head_dim, config.max_position, config.rope_theta).to(first.device)
-    return RankModel(config, plan.heads_per_rank, plan.kv_heads_per_rank, mine.vocab_loaded,
-                     _cut(shards["embed_tokens"], weights, None), tuple(layers), weights["model.norm.weight"],
-                     _cut(shards["lm_head"], weights, None), cache)
+    """Rank ``rank``'s model at ``tp`` ranks, each layer cut from the full ``weights`` by its layer class (TP-4.7)."""
+    embed = weights["model.embed_tokens.weight"]
+    head = embed if config.geometry.tie_word_embeddings else weights["lm_head.weight"]
+    cache = cos_sin_cache(config.geometry.head_dim, config.max_position, config.rope_theta).to(embed.device)
+    return RankModel(config, VocabParallelEmbedding.shard(embed, rank, tp),
+                     tuple(_rank_layer(config, weights, index, tp, rank) for index in range(config.layers)),
+                     weights["model.norm.weight"], ParallelLMHead.shard(head, rank, tp), cache)
 
 
-def _embed(model: RankModel, ids: torch.Tensor) -> torch.Tensor:
-    """VocabParallelEmbedding (TP-5.3): ids outside the rank's loaded range read row 0 and are zeroed; all-reduced."""
-    start, end = model.vocab_loaded
-    inside = (ids >= start) & (ids < end)
-    rows = model.embed[torch.where(inside, ids - start, torch.zeros_like(ids))]
-    return communication_op.all_reduce(rows * inside.unsqueeze(-1).to(rows.dtype))
-
-
-def _attention(model: RankModel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _attention(heads: HeadLayout, head_dim: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal grouped-query attention over the rank's heads, scale head_dim^-0.5, softmax in float32."""
-    tokens, head_dim = q.shape[0], model.config.geometry.head_dim
-    q = q.view(tokens, model.heads, head_dim).transpose(0, 1)
-    group = model.heads // model.kv_heads
-    k = k.view(tokens, model.kv_heads, head_dim).transpose(0, 1).repeat_interleave(group, dim=0)
-    v = v.view(tokens, model.kv_heads, head_dim).transpose(0, 1).repeat_interleave(group, dim=0)
+    tokens, count, kv_count = q.shape[0], heads.heads_per_rank, heads.kv_heads_per_rank
+    q = q.view(tokens, count, head_dim).transpose(0, 1)
+    group = count // kv_count
+    k = k.reshape(tokens, kv_count, head_dim).transpose(0, 1).repeat_interleave(group, dim=0)
+    v = v.reshape(tokens, kv_count, head_dim).transpose(0, 1).repeat_interleave(group, dim=0)
     scores = (q @ k.transpose(1, 2)).float() * head_dim ** -0.5
     future = torch.ones(tokens, tokens, dtype=torch.bool, device=q.device).triu(1)
     probs = scores.masked_fill(future, float("-inf")).softmax(dim=-1).to(v.dtype)
-    return (probs @ v).transpose(0, 1).reshape(tokens, model.heads * head_dim)
-
-
-def _mlp(layer: RankLayer, x: torch.Tensor) -> torch.Tensor:
-    """The rank's partial of the MLP over the normed stream: silu(gate) * up through its down_proj rows."""
-    gate, up = (x @ layer.gate_up.T).chunk(2, dim=-1)  # TP-4.4: the rank's gate rows, then its up rows
-    return (torch.nn.functional.silu(gate) * up) @ layer.down.T
-
-
-def _kv_replicas(model: RankModel) -> int:
-    """How many consecutive ranks hold each KV head (1 where tp <= Hkv; TP-4.3)."""
-    return communication_op.world_size() * model.kv_heads // model.config.geometry.num_kv_heads
+    return (probs @ v).transpose(0, 1).reshape(tokens, count * head_dim)
 
 
 def _layer(model: RankModel, layer: RankLayer, hidden: torch.Tensor, positions: torch.Tensor,
@@ -146,24 +111,23 @@ def _layer(model: RankModel, layer: RankLayer, hidden: torch.Tensor, positions: 
     """One Qwen3DecoderLayer on the rank's shards; the residual stream stays whole on every rank. The recorder gets
     the layer's taps under ``name`` (``layers.{i}.``) and may feed its two sub-blocks (spec/model-taps.md MT-1.2)."""
     config = model.config
-    eps, head_dim = config.rms_norm_eps, config.geometry.head_dim
+    eps, head_dim, heads = config.rms_norm_eps, config.geometry.head_dim, layer.qkv.heads
     hidden = recorder.fed(name + "attn.in", hidden)
-    x = rms_norm(hidden, layer.input_norm, eps)
-    q, k, v = (x @ layer.qkv.T).split([model.heads * head_dim, model.kv_heads * head_dim, model.kv_heads * head_dim], -1)
-    q = rms_norm(q.reshape(-1, model.heads, head_dim), layer.q_norm, eps).reshape(q.shape)
-    k = rms_norm(k.reshape(-1, model.kv_heads, head_dim), layer.k_norm, eps).reshape(k.shape)
+    q, k, v = layer.qkv.forward(rms_norm(hidden, layer.input_norm, eps))
+    q = rms_norm(q.reshape(-1, heads.heads_per_rank, head_dim), layer.q_norm, eps).reshape(q.shape)
+    k = rms_norm(k.reshape(-1, heads.kv_heads_per_rank, head_dim), layer.k_norm, eps).reshape(k.shape)
     q, k = rotary_embedding(positions, q, k, head_dim, head_dim, model.rope_cache, True)
-    recorder.tap_heads(name + "attn.k", k, _kv_replicas(model))
-    recorder.tap_heads(name + "attn.v", v, _kv_replicas(model))
-    attended = communication_op.all_reduce(_attention(model, q, k, v) @ layer.o_proj.T)  # TP-5.2
+    recorder.tap_heads(name + "attn.k", k, heads.kv_replicas)
+    recorder.tap_heads(name + "attn.v", v, heads.kv_replicas)
+    attended = layer.o_proj.forward(_attention(heads, head_dim, q, k, v))  # TP-5.2, the bias on rank 0
     hidden = recorder.fed(name + "mlp.in", hidden + recorder.tap(name + "attn.out", attended))
-    mlp = communication_op.all_reduce(_mlp(layer, rms_norm(hidden, layer.post_norm, eps)))
+    mlp = layer.mlp.forward(rms_norm(hidden, layer.post_norm, eps))
     return recorder.tap(name + "out", hidden + recorder.tap(name + "mlp.out", mlp))
 
 
 def decoder(model: RankModel, ids: torch.Tensor, recorder: Recorder = NO_TAPS) -> torch.Tensor:
     """The residual stream [T, hidden] entering the final norm: the embedding, then every layer (MT-1.1)."""
-    hidden = recorder.tap("embed", _embed(model, ids))
+    hidden = recorder.tap("embed", model.embed.forward(ids))
     positions = torch.arange(ids.shape[0], device=ids.device)
     for index, layer in enumerate(model.layers):
         hidden = _layer(model, layer, hidden, positions, recorder, f"layers.{index}.")
@@ -171,10 +135,9 @@ def decoder(model: RankModel, ids: torch.Tensor, recorder: Recorder = NO_TAPS) -
 
 
 def head(model: RankModel, hidden: torch.Tensor, recorder: Recorder = NO_TAPS) -> torch.Tensor:
-    """The logits [rows, vocab] of the residual stream's rows: the final RMSNorm, the rank's lm_head shard, gathered
-    in rank order and trimmed to the vocabulary (TP-5.4)."""
+    """The logits [rows, vocab] of the residual stream's rows: the final RMSNorm, then the LM head (TP-5.4)."""
     normed = recorder.tap("norm.out", rms_norm(hidden, model.final_norm, model.config.rms_norm_eps))
-    return communication_op.all_gather(normed @ model.lm_head.T, dim=-1)[:, :model.config.geometry.vocab]
+    return model.lm_head.logits(normed)
 
 
 def _next_logits(model: RankModel, ids: torch.Tensor) -> torch.Tensor:
@@ -184,7 +147,7 @@ def _next_logits(model: RankModel, ids: torch.Tensor) -> torch.Tensor:
 
 def greedy(model: RankModel, prompt: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(tokens int64 [steps], logits float32 [steps, vocab]) of a greedy decode; an exact tie goes to the lowest id."""
-    ids = prompt.to(model.embed.device)
+    ids = prompt.to(model.embed.weight.device)
     tokens, logits = [], []
     for _ in range(steps):
         step = _next_logits(model, ids).float()

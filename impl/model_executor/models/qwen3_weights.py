@@ -1,7 +1,8 @@
 """The inputs of tp-model-greedy checked before any rank starts (spec/tensor-parallel.md TP-5.5, TP-4.8): the
-config's fields, the HF-named weights (every name known and present, every shape the config's, one float dtype),
-the prompt's ids, the step count and tp. Each refusal is a ValueError or TypeError naming the field or tensor and
-the numbers."""
+config's fields, the HF-named weights (every name known and present, every shape the config's, one float dtype; the
+attention biases only with their config flags), the prompt's ids, the step count and tp, with a geometry the shard
+plan refuses refused here, by the plan's message. Each refusal is a ValueError or TypeError naming the field or
+tensor and the numbers."""
 from __future__ import annotations
 
 import math
@@ -16,6 +17,18 @@ from impl.v1.field_checks import check_fields, check_int
 
 INT_FIELDS = ("layers", "hidden", "num_heads", "num_kv_heads", "head_dim", "ffn", "vocab", "max_position")
 FIELDS = (*INT_FIELDS, "tie_word_embeddings", "rms_norm_eps", "rope_theta")
+"""The config's required fields."""
+BIAS_FIELDS = ("qkv_bias", "o_proj_bias")
+"""The config's optional bool fields, false when absent: q/k/v_proj biases (Qwen2's; Llama's attention_bias) and
+o_proj's (Llama's attention_bias)."""
+
+
+def _flag(config: Mapping[str, Any], name: str) -> bool:
+    """The bool field ``name`` of the config (an absent optional one false); TypeError naming it otherwise."""
+    value = config.get(name, False)
+    if not isinstance(value, bool):
+        raise TypeError(f"config.{name} must be a bool, got {value!r} ({type(value).__name__})")
+    return value
 
 
 def _number(name: str, value: Any) -> float:
@@ -29,27 +42,27 @@ def _number(name: str, value: Any) -> float:
 @dataclass(frozen=True)
 class ModelConfig:
     """The decoder's sizes and constants (the operation's `config`): the geometry the shard plan cuts by (TP-4.7),
-    the layer count, the RoPE table's length and base, RMSNorm's eps."""
+    the layer count, the RoPE table's length and base, RMSNorm's eps, which attention projections carry a bias."""
 
     geometry: ModelGeometry
     layers: int
     max_position: int
     rms_norm_eps: float
     rope_theta: float
+    qkv_bias: bool = False
+    o_proj_bias: bool = False
 
     @classmethod
     def from_mapping(cls, config: Any) -> "ModelConfig":
         """The config of a mapping; an unknown or missing field, or a value of the wrong kind, named."""
         if not isinstance(config, Mapping):
             raise TypeError(f"config must be a mapping of {', '.join(FIELDS)}; got {type(config).__name__}")
-        check_fields("config", config, FIELDS, FIELDS)
+        check_fields("config", config, (*FIELDS, *BIAS_FIELDS), FIELDS)
         for name in INT_FIELDS:
             check_int("config", name, config[name], minimum=1)
         if config["head_dim"] % 2:
             raise ValueError(f"config.head_dim={config['head_dim']} must be even (neox RoPE rotates pairs)")
-        tied = config["tie_word_embeddings"]
-        if not isinstance(tied, bool):
-            raise TypeError(f"config.tie_word_embeddings must be a bool, got {tied!r} ({type(tied).__name__})")
+        tied, qkv_bias, o_proj_bias = (_flag(config, name) for name in ("tie_word_embeddings", *BIAS_FIELDS))
         eps = _number("config.rms_norm_eps", config["rms_norm_eps"])
         if eps < 0:
             raise ValueError(f"config.rms_norm_eps must be >= 0, got {eps!r}")
@@ -57,18 +70,24 @@ class ModelConfig:
         if theta <= 1:
             raise ValueError(f"config.rope_theta must be > 1, got {theta!r}")
         geometry = ModelGeometry(**{name: config[name] for name in GEOMETRY_FIELDS}, tie_word_embeddings=tied)
-        return cls(geometry, config["layers"], config["max_position"], eps, theta)
+        return cls(geometry, config["layers"], config["max_position"], eps, theta, qkv_bias, o_proj_bias)
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Every HF tensor of the checkpoint and its shape [out, in]; lm_head.weight only when untied."""
+        """Every HF tensor of the checkpoint and its shape [out, in] (a bias [out], each after its weight, only with
+        its flag); lm_head.weight only when untied."""
         g = self.geometry
         q, kv = g.num_heads * g.head_dim, g.num_kv_heads * g.head_dim
-        layer = {"input_layernorm.weight": (g.hidden,), "self_attn.q_proj.weight": (q, g.hidden),
-                 "self_attn.k_proj.weight": (kv, g.hidden), "self_attn.v_proj.weight": (kv, g.hidden),
-                 "self_attn.o_proj.weight": (g.hidden, q), "self_attn.q_norm.weight": (g.head_dim,),
-                 "self_attn.k_norm.weight": (g.head_dim,), "post_attention_layernorm.weight": (g.hidden,),
-                 "mlp.gate_proj.weight": (g.ffn, g.hidden), "mlp.up_proj.weight": (g.ffn, g.hidden),
-                 "mlp.down_proj.weight": (g.hidden, g.ffn)}
+        layer: dict[str, tuple[int, ...]] = {"input_layernorm.weight": (g.hidden,)}
+        for projection, out in (("q", q), ("k", kv), ("v", kv)):
+            layer[f"self_attn.{projection}_proj.weight"] = (out, g.hidden)
+            if self.qkv_bias:
+                layer[f"self_attn.{projection}_proj.bias"] = (out,)
+        layer["self_attn.o_proj.weight"] = (g.hidden, q)
+        if self.o_proj_bias:
+            layer["self_attn.o_proj.bias"] = (g.hidden,)
+        layer.update({"self_attn.q_norm.weight": (g.head_dim,), "self_attn.k_norm.weight": (g.head_dim,),
+                      "post_attention_layernorm.weight": (g.hidden,), "mlp.gate_proj.weight": (g.ffn, g.hidden),
+                      "mlp.up_proj.weight": (g.ffn, g.hidden), "mlp.down_proj.weight": (g.hidden, g.ffn)})
         shapes = {"model.embed_tokens.weight": (g.vocab, g.hidden)}
         for index in range(self.layers):
             shapes.update({f"model.layers.{index}.{name}": shape for name, shape in layer.items()})

@@ -1,32 +1,34 @@
 """Known-bad whole models for the tp-model-greedy and model-greedy-on-device gates (issue 30 items 3 and 6): the
 impl with one defect a port of the Qwen3 forward or of its TP sharding tends to have.
 
-Each defect is patched into impl.model_executor.models.qwen3 for one call only, inside the rank processes (the rank
-functions below are module-level, so run_on_ranks pickles them by reference) and undone after it: a gloo world is
-reused from call to call, and the correct impl may run on it next.
+Each defect is patched into impl.model_executor.models.qwen3 (or the layer module it composes) for one call only,
+inside the rank processes (the rank functions below are module-level, so run_on_ranks pickles them by reference) and
+undone after it: a gloo world is reused from call to call, and the correct impl may run on it next.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Callable, Iterator, Mapping
+from types import ModuleType
+from typing import Any, Callable, Iterator
 
 import torch
 
+from impl.model_executor.layers import linear
 from impl.model_executor.models import qwen3
 
 Patch = Callable[[int, Any], contextlib.AbstractContextManager[None]]
 
 
 @contextlib.contextmanager
-def _replaced(name: str, value: Any) -> Iterator[None]:
-    """qwen3.<name> is ``value`` for the duration."""
-    original = getattr(qwen3, name)
-    setattr(qwen3, name, value)
+def _replaced(name: str, value: Any, module: ModuleType = qwen3) -> Iterator[None]:
+    """module.<name> (qwen3's by default) is ``value`` for the duration."""
+    original = getattr(module, name)
+    setattr(module, name, value)
     try:
         yield
     finally:
-        setattr(qwen3, name, original)
+        setattr(module, name, original)
 
 
 @contextlib.contextmanager
@@ -71,20 +73,20 @@ def _decode_positions_restarted(rank: int, run: Any) -> Iterator[None]:
 @contextlib.contextmanager
 def _kv_shard_by_rank(rank: int, run: Any) -> Iterator[None]:
     """Each rank loads K/V shard ``rank`` (wrapped into the Hkv / kv_heads_per_rank shards there are) instead of
-    ``rank // replicas``: with replicated KV heads, rank 1 of tp 4 reads KV head 1 where vLLM gives it head 0 (TP-4.3)."""
-    real = qwen3._cut
-    geometry = run.config.geometry
+    ``rank // replicas``: with replicated KV heads, rank 1 of tp 4 reads KV head 1 where vLLM gives it head 0 (TP-4.3).
+    Planted in the QKV layer's shard function, so the decoder's QKVParallelLinear cuts the wrong rows."""
+    real = linear.qkv_shard
 
-    def cut(shard: Any, weights: Mapping[str, torch.Tensor], layer: int | None) -> torch.Tensor:
-        if shard.name == "qkv_proj":
-            q, k, v = shard.parts
-            size = k.rows[1] - k.rows[0]
-            held = rank % (geometry.num_kv_heads * geometry.head_dim // size)
-            rows = (held * size, (held + 1) * size)
-            shard = dataclasses.replace(shard, parts=(q, dataclasses.replace(k, rows=rows), dataclasses.replace(v, rows=rows)))
-        return real(shard, weights, layer)
+    def qkv_shard(name: str, sources: Any, hidden: int, num_heads: int, num_kv_heads: int, head_dim: int, tp: int,
+                  of_rank: int) -> Any:
+        shard = real(name, sources, hidden, num_heads, num_kv_heads, head_dim, tp, of_rank)
+        q, k, v = shard.parts
+        size = k.rows[1] - k.rows[0]
+        held = of_rank % (num_kv_heads * head_dim // size)
+        rows = (held * size, (held + 1) * size)
+        return dataclasses.replace(shard, parts=(q, dataclasses.replace(k, rows=rows), dataclasses.replace(v, rows=rows)))
 
-    with _replaced("_cut", cut):
+    with _replaced("qkv_shard", qkv_shard, linear):
         yield
 
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from impl.distributed import communication_op
 from impl.distributed.gloo_world import run_on_ranks
-from impl.distributed.shard_plan import kv_layout
+from impl.distributed.shard_plan import column_shard, kv_layout
 from impl.model_executor.layers import tp_operations as ops
 from impl.model_executor.layers.linear import (MergedColumnParallelLinear, ParallelMLP,
                                                QKVParallelLinear, RowParallelLinear, rank_rows, silu_and_mul)
@@ -98,7 +98,8 @@ def mlp_all_reduce_dropped(x: Any, gate_weight: Any, up_weight: Any, down_weight
 def _gate_up_one_block_rank(rank: int, tp: int, p: Payload) -> torch.Tensor:
     """Rank r takes rows [r·2f, (r+1)·2f) of the stacked [gate; up]: the first ranks get gate rows only."""
     stacked = torch.cat([p["gate"], p["up"]])
-    gate_up = MergedColumnParallelLinear(stacked[rank_rows(stacked.shape[0], tp, rank, "2*ffn")])
+    block = column_shard("gate_up", "gate_up", stacked.shape[0], stacked.shape[1], tp, rank)
+    gate_up = MergedColumnParallelLinear(stacked[rank_rows(stacked.shape[0], tp, rank, "2*ffn")], block)
     down = RowParallelLinear.shard(p["down"], None, rank, tp)
     return down.forward(silu_and_mul(gate_up.forward(p["x"])))
 
