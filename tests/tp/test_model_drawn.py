@@ -1,6 +1,8 @@
 """model-greedy-drawn (gates/rows/backend_distributed_tp/w2_model.yaml): its strategy (strategies_model.py) draws what
 spec/tensor-parallel.md section 5 asks of it and refuses what TP-4.8 refuses, in the shard plan's words; the float64
-oracle's attention biases (oracles/qwen3_reference.py) against HF transformers' Qwen3 with attention_bias, in float64."""
+oracle's attention biases (oracles/qwen3_reference.py) against HF transformers' Qwen3 with attention_bias, in float64;
+the bias known-bads (known_bad/model_bias.py) move a biased model's logits and are the port itself on a model without
+biases (model-greedy-sharded's), which therefore cannot tell them."""
 from __future__ import annotations
 
 import ast
@@ -13,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from gates.rows.backend_distributed_tp import strategies_model
+from gates.rows.backend_distributed_tp.known_bad import model_bias
 from gates.rows.backend_distributed_tp.strategies_model import REFUSALS, TPS, refusal, weight_shapes, weights
 from impl.distributed.shard_plan import ModelGeometry, shard_plan
 from oracles import qwen3_reference as oracle
@@ -227,3 +230,22 @@ def test_the_oracles_biases_match_hf_qwen3_with_attention_bias_in_float64(flags)
     reference = _hf_logits(config, drawn, sequence)[2:]
     assert decoded["tokens"].tolist() == reference.argmax(axis=-1).tolist()
     np.testing.assert_allclose(decoded["logits"], reference, rtol=0, atol=HF_ATOL)
+
+
+BIAS_DEFECTS = [model_bias.o_proj_bias_on_every_rank, model_bias.qkv_bias_of_rank_zero, model_bias.kv_bias_by_rank]
+REPLICATED = {**BIASED, "layers": 1, "num_heads": 8, "num_kv_heads": 2, "ffn": 8, "vocab": 64}
+"""At tp 4 each KV head sits on 2 ranks: every bias defect shows."""
+
+
+@pytest.mark.dist
+@pytest.mark.parametrize("defect", BIAS_DEFECTS, ids=lambda defect: defect.__name__)
+def test_a_bias_known_bad_moves_a_biased_model_and_is_the_port_without_biases(defect):
+    from impl.model_executor.models import qwen3
+
+    biased = {**REPLICATED, "qkv_bias": True, "o_proj_bias": True}
+    run = {"config": biased, "weights": weights(biased, 2), "prompt": np.array([5, 63, 0]), "steps": 2, "tp": 4}
+    moved = defect(**run)["logits"] - qwen3.tp_model_greedy(**run)["logits"]
+    assert float(moved.abs().max()) > 1.0  # measured 2.9 to 4.1 nats
+    plain = {**run, "config": REPLICATED, "weights": weights(REPLICATED, 2)}
+    wrong, right = defect(**plain), qwen3.tp_model_greedy(**plain)
+    assert all(np.array_equal(wrong[key].numpy(), right[key].numpy()) for key in ("tokens", "logits"))
