@@ -5,6 +5,9 @@ Written from the model's definition (vLLM 0.33.0 vllm/model_executor/models/qwen
 qwen2.py's MLP and model loop), not from the port: every weight is used whole, each query head attends with its own
 loop over the KV head its group reads, RoPE is written as complex multiplication, RMSNorm as x / sqrt(mean(x²) + eps).
 Nothing is rounded until the logits, which are returned as float32 beside the top-2 margins the `tokens` policy reads.
+The config's optional `qkv_bias` and `o_proj_bias` (default false) add the attention biases of Qwen2 (q/k/v) and of
+Llama's `attention_bias` (q/k/v and o_proj): each projection's bias added to its whole output, q and k before their
+RMSNorm (Qwen3Attention applies q_norm/k_norm to q_proj's output, bias included).
 decoder_taps (spec/model-taps.md) returns the same forward's named intermediates, float64 throughout.
 """
 from __future__ import annotations
@@ -13,7 +16,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from oracles.shard_plan import vllm_shard_plan
+
 Array = np.ndarray
+
+SOLE_ID_MARGIN = float(np.finfo(np.float64).max)
+"""The top-2 margin of a one-id vocabulary, which has no runner-up: no near-tie (margins are finite numbers)."""
 
 
 def _wide(value: Any) -> Array:
@@ -63,11 +71,18 @@ def _fed(taps: Taps, feed: Mapping[str, Array], name: str, stream: Array) -> Arr
     return stream
 
 
+def _projection(x: Array, w: Mapping[str, Array], name: str, with_bias: bool) -> Array:
+    """x @ ``name``.weight^T, plus ``name``.bias where the config gives the projection one."""
+    out = x @ w[name + ".weight"].T
+    return out + w[name + ".bias"] if with_bias else out
+
+
 def _decoder(config: Mapping[str, Any], w: Mapping[str, Array], ids: Array, feed: Mapping[str, Array],
              taps: Taps) -> Array:
     """The float64 residual stream [tokens, hidden] entering the final norm; every tap of the way in ``taps``."""
     heads, kv_heads, head_dim = config["num_heads"], config["num_kv_heads"], config["head_dim"]
     eps, theta = float(config["rms_norm_eps"]), float(config["rope_theta"])
+    qkv_bias, o_proj_bias = bool(config.get("qkv_bias", False)), bool(config.get("o_proj_bias", False))
     tokens = len(ids)
     positions = np.arange(tokens)
     hidden = taps["embed"] = w["model.embed_tokens.weight"][ids]
@@ -75,14 +90,14 @@ def _decoder(config: Mapping[str, Any], w: Mapping[str, Array], ids: Array, feed
         p, t = f"model.layers.{layer}.", f"layers.{layer}."
         hidden = _fed(taps, feed, t + "attn.in", hidden)
         x = _rms_norm(hidden, w[p + "input_layernorm.weight"], eps)
-        q = (x @ w[p + "self_attn.q_proj.weight"].T).reshape(tokens, heads, head_dim)
-        k = (x @ w[p + "self_attn.k_proj.weight"].T).reshape(tokens, kv_heads, head_dim)
-        v = (x @ w[p + "self_attn.v_proj.weight"].T).reshape(tokens, kv_heads, head_dim)
+        q = _projection(x, w, p + "self_attn.q_proj", qkv_bias).reshape(tokens, heads, head_dim)
+        k = _projection(x, w, p + "self_attn.k_proj", qkv_bias).reshape(tokens, kv_heads, head_dim)
+        v = _projection(x, w, p + "self_attn.v_proj", qkv_bias).reshape(tokens, kv_heads, head_dim)
         q = _rope(_rms_norm(q, w[p + "self_attn.q_norm.weight"], eps), positions, theta)
         k = _rope(_rms_norm(k, w[p + "self_attn.k_norm.weight"], eps), positions, theta)
         taps[t + "attn.k"], taps[t + "attn.v"] = k.reshape(tokens, -1), v.reshape(tokens, -1)
         attended = _attention(q, k, v, kv_heads).reshape(tokens, heads * head_dim)
-        taps[t + "attn.out"] = attended @ w[p + "self_attn.o_proj.weight"].T
+        taps[t + "attn.out"] = _projection(attended, w, p + "self_attn.o_proj", o_proj_bias)
         hidden = _fed(taps, feed, t + "mlp.in", hidden + taps[t + "attn.out"])
         x = _rms_norm(hidden, w[p + "post_attention_layernorm.weight"], eps)
         gated = _silu(x @ w[p + "mlp.gate_proj.weight"].T) * (x @ w[p + "mlp.up_proj.weight"].T)
@@ -122,8 +137,10 @@ def greedy_reference(config: Mapping[str, Any], weights: Mapping[str, Any], prom
                      tp: int = 1, dtype: str | None = None) -> dict[str, Array]:
     """The oracle of tp-model-greedy and model-greedy-on-device: {tokens int64 [steps], logits float32 [steps, vocab],
     top2_margin float64 [steps]} of the exact unsharded model (neither ``tp`` nor the port's ``dtype`` changes the
-    answer). Ties go to the lowest id."""
-    del tp, dtype
+    answer). Ties go to the lowest id. A geometry vLLM cannot shard over ``tp`` ranks is a ValueError, as the
+    shard-plan oracle finds it (TP-4.8: its index arrays cannot be cut into equal pieces)."""
+    del dtype
+    vllm_shard_plan(config, tp)
     w = {name: _wide(value) for name, value in weights.items()}
     ids = [int(i) for i in np.asarray(prompt).reshape(-1)]
     tokens, logits, margins = [], [], []
@@ -133,7 +150,7 @@ def greedy_reference(config: Mapping[str, Any], weights: Mapping[str, Any], prom
         top2 = np.sort(step)[-2:]
         tokens.append(best)
         logits.append(step)
-        margins.append(float(top2[1] - top2[0]))
+        margins.append(float(top2[1] - top2[0]) if step.size > 1 else SOLE_ID_MARGIN)
         ids.append(best)
     return {"tokens": np.asarray(tokens, dtype=np.int64), "logits": np.asarray(logits).astype(np.float32),
             "top2_margin": np.asarray(margins, dtype=np.float64)}
