@@ -64,7 +64,8 @@ def run_on_ranks(tp: int, fn: RankFunction, payload: Any, *, timeout_s: float = 
 
     ``fn`` must be a module-level function (it is pickled by reference). An exception raised by ``fn`` on a rank is
     raised here with a note naming the rank; a rank that dies or runs past ``timeout_s`` is a RuntimeError naming it,
-    and the world is torn down so that the next call starts a fresh one.
+    and the world is torn down so that the next call starts a fresh one. A world is forked by the calling thread and
+    its ranks die with that thread (PR_SET_PDEATHSIG names the thread, not the process): start it from one that lives.
     """
     _check_tp(tp)
     if not callable(fn):

@@ -72,6 +72,21 @@ def test_a_world_larger_than_the_cpus_keeps_each_rank_on_one_cpu_round_robin(tp:
     assert run_on_ranks(tp, _cpus, None) == expected
 
 
+def test_a_world_forked_by_a_thread_dies_with_that_thread() -> None:
+    import threading
+
+    pids: list[int] = []
+    starter = threading.Thread(target=lambda: pids.extend(entry[3] for entry in run_on_ranks(3, _identity, None)))
+    starter.start()
+    starter.join()
+    assert len(pids) == 3
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_gone(pid) for pid in pids)
+    assert [entry[0] for entry in run_on_ranks(3, _identity, None)] == [0, 1, 2]
+
+
 def test_tensors_travel_both_ways_with_their_dtype_shape_strides_and_values() -> None:
     sent = torch.arange(12, dtype=torch.float32).reshape(3, 4).to(torch.bfloat16)
     for rank, (back, strided, transposed) in enumerate(run_on_ranks(2, _tensors, sent)):
