@@ -1,4 +1,4 @@
-"""TP-W2 speed (issue 30 "Speed"; issue 37 "a bench near its floor"): >= 1,000 generated layer configurations
+"""TP-W2 speed against its floor (issue 30 "Speed"; README, ci/bench): >= 1,000 generated layer configurations
 (column, row, qkv, MLP, vocab embedding, lm_head; tp in {1, 2, 4, 8}) timed three ways on the same configurations,
 side by side in one run:
 
