@@ -2,9 +2,10 @@
 item 3, "the world is started once and reused"; spec/tensor-parallel.md section 5).
 
 The world for a given tp is forked once per owning process and reused: its ranks join through a TCPStore on
-loopback (rank 0 hosts it on a free port), take commands and send results over pipes (plain pickle, so tensors travel
-by value), and die with their parent (PR_SET_PDEATHSIG, the pipe's end, atexit). A rank that dies or overruns a call
-is a RuntimeError naming it; the world is then killed and forgotten, and the next call starts a fresh one.
+loopback (rank 0 hosts it on a free port), take commands and send results over pipes (pickled by value, CPU tensors
+as their storage's bytes: impl/distributed/tensor_pickle.py), and die with their parent (PR_SET_PDEATHSIG, the
+pipe's end, atexit). A rank that dies or overruns a call is a RuntimeError naming it; the world is then killed and
+forgotten, and the next call starts a fresh one.
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import Connection, Pipe, wait
 from typing import Any, Callable
+
+from impl.distributed import tensor_pickle
 
 MAX_TP = 8
 """The largest world this port starts (issue 30: tp in {1, 2, 4, 8})."""
@@ -61,7 +64,8 @@ def run_on_ranks(tp: int, fn: RankFunction, payload: Any, *, timeout_s: float = 
 
     ``fn`` must be a module-level function (it is pickled by reference). An exception raised by ``fn`` on a rank is
     raised here with a note naming the rank; a rank that dies or runs past ``timeout_s`` is a RuntimeError naming it,
-    and the world is torn down so that the next call starts a fresh one.
+    and the world is torn down so that the next call starts a fresh one. A world is forked by the calling thread and
+    its ranks die with that thread (PR_SET_PDEATHSIG names the thread, not the process): start it from one that lives.
     """
     _check_tp(tp)
     if not callable(fn):
@@ -69,7 +73,7 @@ def run_on_ranks(tp: int, fn: RankFunction, payload: Any, *, timeout_s: float = 
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
         raise ValueError(f"run_on_ranks: timeout_s must be a number > 0, got {timeout_s!r}")
     try:
-        command = pickle.dumps((fn, payload))
+        command = tensor_pickle.dumps((fn, payload))
     except (pickle.PicklingError, AttributeError, TypeError) as error:
         raise TypeError(f"run_on_ranks: fn and payload must pickle (fn a module-level function): {error}") from None
     deadline = time.monotonic() + timeout_s
@@ -252,6 +256,7 @@ def _rank_process(rank: int, tp: int, conn: Connection, owner: int) -> None:
     code = 0
     try:
         _die_with(owner)
+        _place(rank, tp)
         _join(rank, tp, conn)
         _serve(rank, tp, conn)
     except BaseException:  # the parent names the rank from the exit status
@@ -276,6 +281,17 @@ def _die_with(owner: int) -> None:
     if os.getppid() != owner:
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the parent's to handle
+
+
+def _place(rank: int, tp: int) -> None:
+    """In a world of more ranks than the CPUs this process may run on, keep rank r on the r-th of them, round robin,
+    before gloo starts its threads (they inherit it): free to migrate, such ranks took 2-3x longer per collective at tp
+    4 and 8 on 2 CPUs (ci/bench/bench_tp_w2.py); a world that fits is left to the scheduler (pinned, tp 2 was slower).
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    if tp > len(cpus):
+        with contextlib.suppress(OSError):  # a placement the system refuses costs speed only
+            os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
 
 
 def _join(rank: int, tp: int, conn: Connection) -> None:
@@ -305,7 +321,7 @@ def _serve(rank: int, tp: int, conn: Connection) -> None:
             return
         try:
             fn, payload = pickle.loads(command)
-            answer = pickle.dumps(("ok", fn(rank, tp, payload)))
+            answer = tensor_pickle.dumps(("ok", fn(rank, tp, payload)))
         except Exception as error:  # noqa: BLE001 (the parent re-raises it)
             answer = _error_answer(error)
         conn.send_bytes(answer)
@@ -315,6 +331,6 @@ def _error_answer(error: Exception) -> bytes:
     """The error as the parent re-raises it; an exception that does not pickle travels as a RuntimeError."""
     text = traceback.format_exc()
     try:
-        return pickle.dumps(("error", (error, text)))
+        return tensor_pickle.dumps(("error", (error, text)))
     except Exception:  # noqa: BLE001
-        return pickle.dumps(("error", (RuntimeError(f"{type(error).__name__}: {error}"), text)))
+        return tensor_pickle.dumps(("error", (RuntimeError(f"{type(error).__name__}: {error}"), text)))

@@ -23,6 +23,14 @@ def _collectives(rank: int, tp: int, payload: object) -> tuple[torch.Tensor, tor
     return communication_op.all_reduce(mine.clone()), communication_op.all_gather(mine, dim=-1)
 
 
+def _cpus(rank: int, tp: int, payload: object) -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def _tensors(rank: int, tp: int, payload: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return payload, payload[1:, ::2] * (rank + 1), payload.t()
+
+
 def _exit_on_rank_one(rank: int, tp: int, payload: object) -> int:
     if rank == 1:
         os._exit(7)
@@ -55,6 +63,36 @@ def test_all_reduce_sums_and_all_gather_concatenates_in_rank_order(tp: int) -> N
     for reduced, gathered in run_on_ranks(tp, _collectives, None):
         assert reduced.tolist() == [[tp * (tp + 1) / 2]] * 2
         assert gathered.tolist() == [list(map(float, range(1, tp + 1)))] * 2
+
+
+@pytest.mark.parametrize("tp", [2, 4, 8])
+def test_a_world_larger_than_the_cpus_keeps_each_rank_on_one_cpu_round_robin(tp: int) -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    expected = [[cpus[rank % len(cpus)]] for rank in range(tp)] if tp > len(cpus) else [cpus] * tp
+    assert run_on_ranks(tp, _cpus, None) == expected
+
+
+def test_a_world_forked_by_a_thread_dies_with_that_thread() -> None:
+    import threading
+
+    pids: list[int] = []
+    starter = threading.Thread(target=lambda: pids.extend(entry[3] for entry in run_on_ranks(3, _identity, None)))
+    starter.start()
+    starter.join()
+    assert len(pids) == 3
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_gone(pid) for pid in pids)
+    assert [entry[0] for entry in run_on_ranks(3, _identity, None)] == [0, 1, 2]
+
+
+def test_tensors_travel_both_ways_with_their_dtype_shape_strides_and_values() -> None:
+    sent = torch.arange(12, dtype=torch.float32).reshape(3, 4).to(torch.bfloat16)
+    for rank, (back, strided, transposed) in enumerate(run_on_ranks(2, _tensors, sent)):
+        assert back.dtype == torch.bfloat16 and torch.equal(back, sent)
+        assert torch.equal(strided, sent[1:, ::2] * (rank + 1))
+        assert transposed.stride() == (1, 4) and torch.equal(transposed, sent.t())
 
 
 def test_a_rank_that_exits_is_named_and_the_next_call_gets_a_fresh_world() -> None:
