@@ -166,3 +166,11 @@ def test_a_file_that_is_not_a_diverge_report_is_refused_naming_it(tmp_path: Path
     assert code == 2 and not Path(out).exists()
     err = capsys.readouterr().err
     assert f"gates: error: --diverge {given} {said}" in err or f"gates: error: --diverge {given}: {said}" in err, err
+
+
+def test_a_classification_naming_a_tap_the_report_lacks_is_said_and_marks_nothing() -> None:
+    document = broken_at_layer_2()
+    document["classification"]["tap"] = "layers.9.mlp.out"
+    page = section(document)
+    assert "the classification names tap layers.9.mlp.out, which is not among the report&#x27;s taps" in page
+    assert marker(page, "break-marker") == [] and '<tr class="break">' not in page
