@@ -172,5 +172,5 @@ def test_a_classification_naming_a_tap_the_report_lacks_is_said_and_marks_nothin
     document = broken_at_layer_2()
     document["classification"]["tap"] = "layers.9.mlp.out"
     page = section(document)
-    assert "the classification names tap layers.9.mlp.out, which is not among the report&#x27;s taps" in page
+    assert "the classification names tap layers.9.mlp.out, which is not among the report's taps" in page
     assert marker(page, "break-marker") == [] and '<tr class="break">' not in page
