@@ -260,20 +260,29 @@ DEFAULT_MUTATION_REPORT = "reports/mutation.json"  # what `gates mutate` writes
 
 
 def cmd_report(args: argparse.Namespace, project: Project) -> int:
-    """`gates report --html F`: one self-contained page from a run's report and a mutation report (docs/reports.md)."""
+    """`gates report --html F`: one self-contained page from a run's report and a mutation report (docs/reports.md),
+    with a section per `--diverge F` report (docs/divergence.md)."""
+    from _vllm_gates.divergence_page import DivergeReportRefused, read_diverge_report
     from _vllm_gates.html_report import problems, render_page, sources_for
     from _vllm_gates.reports import write_atomic
 
     run, mutation = sources_for(project.config.root, args.run, args.mutation, DEFAULT_RUN_REPORT, DEFAULT_MUTATION_REPORT)
     refused = problems([("run", run, args.run is not None), ("mutation", mutation, args.mutation is not None)])
+    diverge = []
+    for given in args.diverge:
+        try:
+            diverge.append(read_diverge_report(Path(given), given))
+        except DivergeReportRefused as error:
+            refused.append(f"--diverge {error}")
     if refused:
         raise UsageError("; ".join(refused))
     try:
-        write_atomic(Path(args.html), render_page(run, mutation))
+        write_atomic(Path(args.html), render_page(run, mutation, diverge))
     except OSError as exc:
         raise UsageError(f"--html {args.html}: cannot write it: {exc.strerror or exc}") from None
     print(f"gates report: wrote {args.html} (run: {run.shown if run.document else run.problem}; "
-          f"mutation: {mutation.shown if mutation.document else mutation.problem})")
+          f"mutation: {mutation.shown if mutation.document else mutation.problem}"
+          + "".join(f"; diverge: {report.shown}" for report in diverge) + ")")
     return ExitCode.OK
 
 
@@ -535,11 +544,15 @@ def parser() -> argparse.ArgumentParser:
     verdict.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per claim")
     verdict.add_argument("--mutation", metavar="F", help="a `gates mutate` report: a milestone stating `mutation: S` is "
                                                          "DONE only where its row scored at least S on today's sources")
-    report = sub.add_parser("report", help="one self-contained HTML page from a run's JSON report and a mutation report")
+    report = sub.add_parser("report", help="one self-contained HTML page from a run's JSON report, a mutation report "
+                                           "and `gates diverge` reports")
     report.add_argument("--html", metavar="F", required=True, help="the page to write")
     report.add_argument("--run", metavar="F", help=f"a run's --json report (default: {DEFAULT_RUN_REPORT} under the project root)")
     report.add_argument("--mutation", metavar="F", help=f"a `gates mutate` report (default: {DEFAULT_MUTATION_REPORT}; "
                                                         "none there: the page says no mutation run)")
+    report.add_argument("--diverge", action="append", default=[], metavar="F",
+                        help="a `gates diverge --json` report: a section with its per-tap table, classification and "
+                             "per-layer error plot (repeatable; docs/divergence.md)")
     audit = sub.add_parser("audit", help="show every gate can fail (the wrong-everywhere stand-in and each known-bad) and passes each known-good")
     audit.add_argument("rows", nargs="*")
     audit.add_argument("--marker", default="all", help=MARKER_CHOICES_HELP + " (default: all)")

@@ -1,14 +1,17 @@
 """`gates report --html F`: one self-contained page (inline CSS and script, nothing fetched) from a run's JSON report
-and the last mutation report (issue 28 item 7). Both are read defensively: a missing or malformed part is said on
-the page, every value is escaped, and long lists and diffs are cut with a count of what was cut."""
+and the last mutation report (issue 28 item 7), with a section per `gates diverge --json` report given
+(divergence_page). Both are read defensively: a missing or malformed part is said on the page, every value is
+escaped, and long lists and diffs are cut with a count of what was cut."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
+from _vllm_gates.divergence_page import STYLE as DIVERGE_STYLE
+from _vllm_gates.divergence_page import DivergeReport, diverge_section
 from _vllm_gates.mutation_evidence import MUTATION_SCHEMA
 from _vllm_gates.reports import RUN_SCHEMA
 
@@ -252,13 +255,14 @@ document.getElementById('collapse').addEventListener('click', function () {
 """
 
 
-def render_page(run: Source, mutation: Source) -> str:
-    """The whole page: no external resource, every value from the reports escaped."""
-    body = "".join((run_section(run), tolerance_section(run), mutation_section(mutation)))
+def render_page(run: Source, mutation: Source, diverge: Sequence[DivergeReport] = ()) -> str:
+    """The whole page: no external resource, every value from the reports escaped; a section per diverge report."""
+    body = "".join((run_section(run), tolerance_section(run), mutation_section(mutation),
+                    *(diverge_section(report, index) for index, report in enumerate(diverge))))
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
             "script-src 'unsafe-inline'\">"
-            f'<title>vllm-gates report</title><style>{STYLE}</style></head><body><h1>vllm-gates report</h1>'
+            f'<title>vllm-gates report</title><style>{STYLE}{DIVERGE_STYLE}</style></head><body><h1>vllm-gates report</h1>'
             '<p><button id="expand" type="button">expand all</button> <button id="collapse" type="button">collapse all</button></p>'
             f'{body}<script>{SCRIPT}</script></body></html>\n')
 

@@ -3,34 +3,16 @@
 the kill matrix renders coloured cells, survivors show their diffs. Skipped only where no chromium is installed."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from _vllm_gates import cli
+from tests.chromium import browser, console_errors  # noqa: F401 - browser: the fixture
 
 pytestmark = pytest.mark.cpu
 
 DATA = Path(__file__).parent / "data"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM or not CHROMEDRIVER:
-        pytest.skip("no chromium and chromedriver on PATH (bash ci/install-system-deps.sh installs them)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the test extra: pip install -e '.[test]'")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(15)
-    yield driver
-    driver.quit()
 
 
 def test_the_page_loads_expands_and_renders_in_chromium(browser, tmp_path):
@@ -62,5 +44,4 @@ def test_the_page_loads_expands_and_renders_in_chromium(browser, tmp_path):
     assert len(diffs) == 4 and all(d.is_displayed() and "if size <= limit:" in d.text for d in diffs)
     browser.find_element(By.ID, "collapse").click()
     assert all(row.get_attribute("open") is None for row in rows)
-    errors = [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "ERROR")]
-    assert errors == [], errors
+    assert console_errors(browser) == []
