@@ -107,3 +107,10 @@ def test_the_port_at_tp_2_with_its_partials_is_drift(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert report["classification"]["kind"] == "drift" and report["classification"]["rank"] is None
     assert max(tap["isolated"]["used"] for tap in report["taps"]) < 0.01
+
+
+def test_the_hf_reference_refuses_to_answer_without_the_partials(four):
+    from upstream import hf_qwen3
+
+    with pytest.raises(ValueError, match=r"^rank_partials=True: transformers' Qwen3 runs unsharded and has no ranks' "):
+        hf_qwen3.decoder_taps(FOUR, as_numpy(four), IDS.numpy(), tp=2, rank_partials=True)
