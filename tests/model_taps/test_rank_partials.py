@@ -114,3 +114,11 @@ def test_the_hf_reference_refuses_to_answer_without_the_partials(four):
 
     with pytest.raises(ValueError, match=r"^rank_partials=True: transformers' Qwen3 runs unsharded and has no ranks' "):
         hf_qwen3.decoder_taps(FOUR, as_numpy(four), IDS.numpy(), tp=2, rank_partials=True)
+
+
+def test_the_known_good_reads_torch_tensors_by_their_own_dtype(four):
+    weights = dict(four, **{"model.norm.weight": four["model.norm.weight"].double()})
+    with pytest.raises(ValueError, match=r"^weights\['model.norm.weight'\] has dtype float64; accepted: float32$"):
+        decoder_taps_reordered(FOUR, weights, IDS)
+    fed = {"norm.in": torch.ones(8, 64, dtype=torch.bfloat16)}
+    assert torch.equal(decoder_taps_reordered(FOUR, four, IDS, feed=fed)["norm.in"], torch.ones(8, 64))

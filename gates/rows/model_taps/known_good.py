@@ -84,8 +84,14 @@ def _shapes(c: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def _array(where: str, value: Any) -> np.ndarray:
+    """A tensor input as a numpy array of its own dtype (a torch bfloat16 one as ml_dtypes.bfloat16, bit for bit)."""
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().float().numpy() if value.is_floating_point() else value.cpu().numpy()
+        value = value.detach().cpu()
+        if value.dtype == torch.bfloat16:
+            import ml_dtypes
+
+            return value.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return value.numpy()
     if not isinstance(value, np.ndarray):
         raise TypeError(f"{where} must be a tensor, got {type(value).__name__}")
     return value
