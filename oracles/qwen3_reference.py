@@ -8,7 +8,10 @@ Nothing is rounded until the logits, which are returned as float32 beside the to
 The config's optional `qkv_bias` and `o_proj_bias` (default false) add the attention biases of Qwen2 (q/k/v) and of
 Llama's `attention_bias` (q/k/v and o_proj): each projection's bias added to its whole output, q and k before their
 RMSNorm (Qwen3Attention applies q_norm/k_norm to q_proj's output, bias included).
-decoder_taps (spec/model-taps.md) returns the same forward's named intermediates, float64 throughout.
+decoder_taps (spec/model-taps.md) returns the same forward's named intermediates, float64 throughout; asked for the
+ranks' partials at tp ranks, it derives each rank's share of o_proj and down_proj by slicing index arrays, as
+oracles/tp_rank_state.py derives a row-parallel layer's ranks: the contraction's units (query heads, ffn units) cut
+into tp equal consecutive pieces, a rank's partial the float64 product over its piece (o_proj's bias on rank 0).
 """
 from __future__ import annotations
 
@@ -71,6 +74,23 @@ def _fed(taps: Taps, feed: Mapping[str, Array], name: str, stream: Array) -> Arr
     return stream
 
 
+def _rank_pieces(units: int, tp: int) -> list[Array]:
+    """The indices 0..units-1 cut into tp equal consecutive pieces: the units each rank contracts over."""
+    if units % tp:
+        raise ValueError(f"{units} units are not divisible by tp={tp}")
+    return np.split(np.arange(units), tp)
+
+
+def _rank_partials(taps: Taps, name: str, x: Array, weight: Array, bias: Array | None, units: Array | None) -> None:
+    """``name.rank{r}`` for each rank's piece of ``units`` (columns of x, ``weight``'s input columns); the bias
+    added on the first rank alone (spec/model-taps.md MT-1.6). ``units`` None: no partials asked for."""
+    if units is None:
+        return
+    for rank, held in enumerate(units):
+        partial = x[:, held] @ weight[:, held].T
+        taps[f"{name}.rank{rank}"] = partial + bias if bias is not None and rank == 0 else partial
+
+
 def _projection(x: Array, w: Mapping[str, Array], name: str, with_bias: bool) -> Array:
     """x @ ``name``.weight^T, plus ``name``.bias where the config gives the projection one."""
     out = x @ w[name + ".weight"].T
@@ -78,13 +98,17 @@ def _projection(x: Array, w: Mapping[str, Array], name: str, with_bias: bool) ->
 
 
 def _decoder(config: Mapping[str, Any], w: Mapping[str, Array], ids: Array, feed: Mapping[str, Array],
-             taps: Taps) -> Array:
-    """The float64 residual stream [tokens, hidden] entering the final norm; every tap of the way in ``taps``."""
+             taps: Taps, tp: int | None = None) -> Array:
+    """The float64 residual stream [tokens, hidden] entering the final norm; every tap of the way in ``taps``, the
+    ranks' partials of o_proj and down_proj at ``tp`` ranks too (None: none)."""
     heads, kv_heads, head_dim = config["num_heads"], config["num_kv_heads"], config["head_dim"]
     eps, theta = float(config["rms_norm_eps"]), float(config["rope_theta"])
     qkv_bias, o_proj_bias = bool(config.get("qkv_bias", False)), bool(config.get("o_proj_bias", False))
     tokens = len(ids)
     positions = np.arange(tokens)
+    head_units = None if tp is None else [
+        (piece[:, None] * head_dim + np.arange(head_dim)).reshape(-1) for piece in _rank_pieces(heads, tp)]
+    ffn_units = None if tp is None else _rank_pieces(config["ffn"], tp)
     hidden = taps["embed"] = w["model.embed_tokens.weight"][ids]
     for layer in range(config["layers"]):
         p, t = f"model.layers.{layer}.", f"layers.{layer}."
@@ -97,10 +121,13 @@ def _decoder(config: Mapping[str, Any], w: Mapping[str, Array], ids: Array, feed
         k = _rope(_rms_norm(k, w[p + "self_attn.k_norm.weight"], eps), positions, theta)
         taps[t + "attn.k"], taps[t + "attn.v"] = k.reshape(tokens, -1), v.reshape(tokens, -1)
         attended = _attention(q, k, v, kv_heads).reshape(tokens, heads * head_dim)
+        _rank_partials(taps, t + "attn.out", attended, w[p + "self_attn.o_proj.weight"],
+                       w[p + "self_attn.o_proj.bias"] if o_proj_bias else None, head_units)
         taps[t + "attn.out"] = _projection(attended, w, p + "self_attn.o_proj", o_proj_bias)
         hidden = _fed(taps, feed, t + "mlp.in", hidden + taps[t + "attn.out"])
         x = _rms_norm(hidden, w[p + "post_attention_layernorm.weight"], eps)
         gated = _silu(x @ w[p + "mlp.gate_proj.weight"].T) * (x @ w[p + "mlp.up_proj.weight"].T)
+        _rank_partials(taps, t + "mlp.out", gated, w[p + "mlp.down_proj.weight"], None, ffn_units)
         taps[t + "mlp.out"] = gated @ w[p + "mlp.down_proj.weight"].T
         hidden = taps[t + "out"] = hidden + taps[t + "mlp.out"]
     return _fed(taps, feed, "norm.in", hidden)
@@ -118,16 +145,18 @@ def _last_logits(config: Mapping[str, Any], w: Mapping[str, Array], ids: Array) 
 
 
 def decoder_taps(config: Mapping[str, Any], weights: Mapping[str, Any], ids: Any,
-                 feed: Mapping[str, Any] | None = None, dtype: str | None = None, tp: int = 1) -> Taps:
+                 feed: Mapping[str, Any] | None = None, dtype: str | None = None, tp: int = 1,
+                 rank_partials: bool = False) -> Taps:
     """The oracle of decoder-taps (spec/model-taps.md): every tap of one float64 forward over ``ids`` in forward order,
     float64 arrays, logits [tokens, vocab] included; ``feed`` (feed point -> [tokens, hidden]) read as float64 at its
-    feed points. ``dtype`` and ``tp`` are accepted and ignored: the exact unsharded model is computed in float64 for
-    every port dtype. Inputs are not checked (the port's refusals are judged against the case's `raises`)."""
-    del dtype, tp
+    feed points. ``dtype`` is accepted and ignored: the exact unsharded model is computed in float64 for every port
+    dtype; ``tp`` only says how many ranks' partials ``rank_partials`` derives (MT-1.6). Inputs are not checked (the
+    port's refusals are judged against the case's `raises`)."""
+    del dtype
     w = {name: _wide(value) for name, value in weights.items()}
     fed = {name: _wide(value) for name, value in (feed or {}).items()}
     taps: Taps = {}
-    hidden = _decoder(config, w, np.asarray(ids, dtype=np.int64).reshape(-1), fed, taps)
+    hidden = _decoder(config, w, np.asarray(ids, dtype=np.int64).reshape(-1), fed, taps, tp if rank_partials else None)
     taps["norm.out"] = _rms_norm(hidden, w["model.norm.weight"], float(config["rms_norm_eps"]))
     taps["logits"] = taps["norm.out"] @ _lm_head(config, w).T
     return taps

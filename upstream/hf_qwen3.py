@@ -227,10 +227,14 @@ class _Taps:
 
 
 def decoder_taps(config: Any, weights: Any, ids: Any, feed: Any = None, dtype: str = "float32",
-                 tp: int = 1) -> dict[str, np.ndarray]:
+                 tp: int = 1, rank_partials: bool = False) -> dict[str, np.ndarray]:
     """The decoder-taps operation answered by transformers' Qwen3ForCausalLM: tap name -> [T, width] numpy array
     in forward order, in the compute dtype (bfloat16 as ml_dtypes.bfloat16), the logits float32. ``tp`` is checked
-    and otherwise unused: the reference runs unsharded."""
+    and otherwise unused: the reference runs unsharded, so it has no ranks' partials to give (``rank_partials``
+    true is refused, never answered without them)."""
+    if rank_partials is not False:
+        raise ValueError(f"rank_partials={rank_partials!r}: transformers' Qwen3 runs unsharded and has no ranks' "
+                         f"partials (spec/model-taps.md MT-1.6); compare them against the oracle")
     reason = unavailable_reason()
     if reason is not None:
         raise ImportError(reason)

@@ -3,13 +3,14 @@ accumulated (free-running) error judged under the gate's compare policy, a local
 first divergent logits position and the dtype boundaries. Pure numpy: the taps arrive as mappings name -> array."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.model import Taps
 from _vllm_gates.policies import Policy, allclose_tolerances
 from _vllm_gates.tap_figures import Figures, figures
+from _vllm_gates.tap_ranks import RankFinding, rank_finding
 from _vllm_gates.tolerance import compare_under
 from _vllm_gates.tolerance_report import how_far_off
 
@@ -52,16 +53,23 @@ class TapJudgement:
 @dataclass(frozen=True)
 class Classification:
     """A localized break (the first tap, feed points aside, whose isolated error fails) or drift (every isolated
-    error within tolerance; ``tap``: where the accumulated error first crosses its bound, None: it never does)."""
+    error within tolerance; ``tap``: where the accumulated error first crosses its bound, None: it never does).
+    ``ranks``: the break's rank, where the gate names the ranks' partials (tap_ranks)."""
 
     kind: str
     tap: str | None
     layer: int | None
     report: tuple[tuple[str, str], ...] = ()
+    ranks: RankFinding | None = None
+
+    @property
+    def rank(self) -> int | None:
+        return self.ranks.rank if self.ranks is not None else None
 
     def describe(self) -> str:
         if self.kind == LOCALIZED_BREAK:
             where = f"layer {self.layer}" if self.layer is not None else "outside the layers"
+            where += f", rank {self.rank}" if self.rank is not None else ""
             return f"LOCALIZED BREAK at {where}, tap {self.tap}: its isolated (teacher-forced) error exceeds the tolerance"
         crossing = (f"the accumulated error first crosses the bound at {self.tap}"
                     + (f" (layer {self.layer})" if self.layer is not None else "")) if self.tap else \
@@ -146,7 +154,10 @@ def localize(reference: TapMap, free: TapMap, forced: TapMap, taps: Taps, policy
     _same_names(reference, forced, "the implementation's teacher-forced run")
     tap_policy = _array_policy(policy)
     judged = tuple(_tap(name, reference[name], free[name], forced[name], taps, tap_policy) for name in reference)
-    return Divergence(judged, classify(judged), _first_divergence(reference, free, taps, policy),
+    classification = classify(judged)
+    if classification.kind == LOCALIZED_BREAK and classification.tap is not None:
+        classification = replace(classification, ranks=rank_finding(classification.tap, forced, taps, tap_policy))
+    return Divergence(judged, classification, _first_divergence(reference, free, taps, policy),
                       tuple(found for name in reference if (found := dtype_boundary(name, free[name], reference[name]))))
 
 

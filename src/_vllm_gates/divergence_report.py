@@ -40,6 +40,8 @@ def render_text(divergence: Divergence, title: str) -> str:
     lines = [title, f"tolerance: {'; '.join(tolerances)}", ""]
     lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines += ["", divergence.classification.describe()]
+    if divergence.classification.ranks is not None:
+        lines.append(f"  ranks: {divergence.classification.ranks.text}")
     lines += [f"  {label}: {text}" for label, text in divergence.classification.report]
     if divergence.first_divergence is not None:
         lines.append(divergence.first_divergence.describe())
@@ -67,7 +69,9 @@ def as_json(divergence: Divergence, context: dict[str, Any]) -> dict[str, Any]:
                   "verdict": verdict(tap, divergence),
                   "isolated": _judged(tap.isolated), "accumulated": _judged(tap.accumulated)} for tap in divergence.taps],
         "classification": {"kind": divergence.classification.kind, "tap": divergence.classification.tap,
-                           "layer": divergence.classification.layer, "text": divergence.classification.describe(),
+                           "layer": divergence.classification.layer, "rank": divergence.classification.rank,
+                           "ranks": None if divergence.classification.ranks is None else
+                           divergence.classification.ranks.text, "text": divergence.classification.describe(),
                            "report": [list(line) for line in divergence.classification.report]},
         "first_divergence": None if first is None else {
             "positions": first.positions, "position": first.position,

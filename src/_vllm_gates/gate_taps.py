@@ -6,14 +6,15 @@ import re
 
 from _vllm_gates.errors import Location
 from _vllm_gates.fields import Reader, show, type_name
-from _vllm_gates.model import LAYER_INDEX, Taps
+from _vllm_gates.model import LAYER_INDEX, RANK_INDEX, Taps
 from _vllm_gates.policies import Policy, has_tolerance
 from _vllm_gates.yamlsource import YMap, location_of
 
 TAPS_REQUIRED = {"feed", "feed_points", "layer"}
-TAPS_OPTIONAL = {"logits"}
+TAPS_OPTIONAL = {"logits", "rank"}
 INPUT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TAP_NAME = re.compile(r"^[A-Za-z0-9_{}][A-Za-z0-9_.{}-]*$")
+RANK_SUFFIX = re.compile(r"^[A-Za-z0-9_.-]*(\{r\}[A-Za-z0-9_.-]*)*$")  # braces only as the rank index
 
 
 def read_taps(reader: Reader, gate: YMap, key: str, has_oracle: bool, policy: Policy | None) -> Taps | None:
@@ -38,9 +39,20 @@ def read_taps(reader: Reader, gate: YMap, key: str, has_oracle: bool, policy: Po
     layer = _pattern(reader, body, "layer", f"{taps_key}.layer", indexed=True)
     logits = _pattern(reader, body, "logits", f"{taps_key}.logits", indexed=False) if "logits" in body else None
     points = _feed_points(reader, body, f"{taps_key}.feed_points", layer)
+    rank = _rank_suffix(reader, body, f"{taps_key}.rank") if "rank" in body else None
     if len(reader.problems) > before or feed is None or layer is None or points is None:
         return None
-    return Taps(feed, points, layer, logits, where)
+    return Taps(feed, points, layer, logits, where, rank)
+
+
+def _rank_suffix(reader: Reader, body: YMap, key: str) -> str | None:
+    """The suffix naming a rank's partial of a reduced tap: the rank index `{r}` exactly once, no other brace."""
+    value = reader.string(body, "rank", key, RANK_SUFFIX)
+    if value is not None and value.count(RANK_INDEX) != 1:
+        reader.problem(location_of(body, "rank"), key, f"suffix {show(value)} must hold the rank index {RANK_INDEX} "
+                                                       f"exactly once (it holds it {value.count(RANK_INDEX)} times)")
+        return None
+    return value
 
 
 def _pattern(reader: Reader, body: YMap, name: str, key: str, indexed: bool) -> str | None:

@@ -89,6 +89,7 @@ class KnownGood:
 
 
 LAYER_INDEX = "{i}"  # the placeholder of a layer index in a `taps:` pattern
+RANK_INDEX = "{r}"  # the placeholder of a rank in the `taps.rank` suffix
 
 
 @lru_cache(maxsize=256)
@@ -102,13 +103,28 @@ def tap_pattern(pattern: str, prefix: bool = False) -> re.Pattern[str]:
 @dataclass(frozen=True)
 class Taps:
     """A model gate's `taps:` (docs/gate-files.md, docs/divergence.md): the input key a teacher-forced run feeds,
-    the feed points' name patterns, how a tap names its layer, and the tap holding the logits (None: none)."""
+    the feed points' name patterns, how a tap names its layer, the tap holding the logits (None: none), and the
+    suffix naming a rank's partial of a reduced tap (None: the gate names none)."""
 
     feed: str
     feed_points: tuple[str, ...]
     layer: str
     logits: str | None
     location: Location
+    rank: str | None = None
+
+    def partial_name(self, reduced: str, rank: int) -> str:
+        """The name of rank ``rank``'s partial of the reduced tap ``reduced`` (the `rank` suffix appended)."""
+        assert self.rank is not None
+        return reduced + self.rank.replace(RANK_INDEX, str(rank))
+
+    def partial_of(self, name: str) -> tuple[str, int] | None:
+        """(the reduced tap, the rank) a rank's partial is named after; None for any other tap."""
+        if self.rank is None:
+            return None
+        before, after = (re.escape(part) for part in self.rank.split(RANK_INDEX))
+        found = re.fullmatch(f"(.+){before}(\\d+){after}", name)
+        return (found.group(1), int(found.group(2))) if found else None
 
     def is_feed_point(self, name: str) -> bool:
         return any(tap_pattern(pattern).match(name) for pattern in self.feed_points)

@@ -68,7 +68,10 @@ def test_taps_are_read_into_the_gate(tmp_path: Path) -> None:
     (TAPS.replace('feed_points: ["layers.{i}.attn.in", "layers.{i}.mlp.in", "norm.in"]', "feed_points: []"), "feed_points:",
      "gates[0].taps.feed_points", "an empty list: name at least one feed point"),
     (TAPS + "      probes: [embed]\n", "probes:", "gates[0].taps.probes",
-     "unknown key 'probes' (allowed: feed, feed_points, layer, logits)"),
+     "unknown key 'probes' (allowed: feed, feed_points, layer, logits, rank)"),
+    (TAPS + '      rank: ".rank"\n', "rank: ", "gates[0].taps.rank",
+     "suffix '.rank' must hold the rank index {r} exactly once (it holds it 0 times)"),
+    (TAPS + '      rank: ".rank{i}"\n', "rank: ", "gates[0].taps.rank", "value '.rank{i}' is not text matching"),
     (TAPS.replace("      feed: feed\n", ""), "feed_points:", "gates[0].taps.feed", "required key is missing"),
     (TAPS.replace('"norm.in"]', '"norm.{j}"]'), "feed_points:", "gates[0].taps.feed_points[2]",
      "pattern 'norm.{j}' has a brace that is not the layer index {i}"),
@@ -85,6 +88,18 @@ def test_each_mistake_is_a_definition_error_at_its_line_naming_key_and_value(tmp
     if "layers.mlp.in" not in taps:  # the schema cannot relate a feed point to the `layer` pattern; the loader does
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(yaml.safe_load(text), SCHEMA)
+
+
+def test_a_rank_suffix_names_the_ranks_partials_of_a_reduced_tap(tmp_path: Path) -> None:
+    loaded, text = load(tmp_path, TAPS + '      rank: ".rank{r}"\n')
+    assert not isinstance(loaded, DefinitionError), loaded
+    taps = loaded.gates[0].taps
+    assert taps is not None and taps.rank == ".rank{r}"
+    assert taps.partial_name("layers.2.attn.out", 1) == "layers.2.attn.out.rank1"
+    assert taps.partial_of("layers.2.attn.out.rank13") == ("layers.2.attn.out", 13)
+    assert taps.partial_of("layers.2.attn.out") is None and taps.partial_of(".rank1") is None
+    assert load(tmp_path / "none")[0].gates[0].taps.partial_of("layers.2.attn.out.rank1") is None  # no suffix declared
+    jsonschema.validate(yaml.safe_load(text), SCHEMA)
 
 
 def test_a_gate_with_taps_needs_a_compare_policy_with_a_tolerance(tmp_path: Path) -> None:

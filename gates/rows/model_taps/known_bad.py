@@ -39,6 +39,14 @@ FIRST_TAP = {
 """Each known-bad's first divergent tap in layer PLANTED_LAYER (``layers.2.`` + the name): the earlier taps of that
 layer (attn.in) and every tap of layers 0 and 1 are the port's own."""
 
+RANK_FIRST_TAP = {
+    "o-proj-partial-dropped": ("attn.out", 1),
+    "o-proj-rank1-heads-reversed": ("attn.out.rank1", 1),
+}
+"""The known-bads of the ranks' partials (spec/model-taps.md MT-1.6, MT-4.4): with the partials tapped at tp 2, each
+one's first divergent tap in layer PLANTED_LAYER and the rank `gates diverge` attributes it to: rank 1's partial lost
+by the reduce (its partial right, the reduced tap wrong), rank 1's partial itself wrong."""
+
 LayerPatch = Callable[[qwen3.RankModel, qwen3.RankLayer], contextlib.AbstractContextManager[qwen3.RankLayer]]
 
 
@@ -97,13 +105,17 @@ def _rms_eps_outside_sqrt(model: qwen3.RankModel, layer: qwen3.RankLayer) -> Ite
 
 @dataclasses.dataclass(frozen=True)
 class _Bfloat16MLP(ParallelMLP):
-    """A ParallelMLP whose rank computes gate_up, silu·up and down in bfloat16; its partial cast back to the input's
+    """A ParallelMLP whose rank computes gate_up, silu·up and down in bfloat16; its partials cast back to the input's
     dtype before the all-reduce."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def partials(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         narrow = ParallelMLP(dataclasses.replace(self.gate_up, weight=self.gate_up.weight.to(torch.bfloat16)),
                              dataclasses.replace(self.down, weight=self.down.weight.to(torch.bfloat16)))
-        return self.down.collective(narrow.partials(x.to(torch.bfloat16))[1].to(x.dtype))
+        gate_up, down = narrow.partials(x.to(torch.bfloat16))
+        return gate_up.to(x.dtype), down.to(x.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down.collective(self.partials(x)[1])
 
 
 @contextlib.contextmanager
@@ -127,6 +139,18 @@ def _o_proj_partial_dropped(model: qwen3.RankModel, layer: qwen3.RankLayer) -> I
         yield layer
 
 
+@contextlib.contextmanager
+def _o_proj_rank1_heads_reversed(model: qwen3.RankModel, layer: qwen3.RankLayer) -> Iterator[qwen3.RankLayer]:
+    """Rank 1 holds its heads' o_proj columns in reverse head order (a loader that walks its heads backwards); the
+    other ranks and tp 1 are right."""
+    if communication_op.world_size() < 2 or dist.get_rank() != 1:
+        yield layer
+        return
+    o_proj, head_dim = layer.o_proj, model.config.geometry.head_dim
+    blocks = o_proj.weight.split(head_dim, dim=1)
+    yield dataclasses.replace(layer, o_proj=dataclasses.replace(o_proj, weight=torch.cat(blocks[::-1], dim=1)))
+
+
 def _rank_with(patch: LayerPatch, rank: int, tp: int, run: qwen3_taps.TapsRun) -> dict[str, torch.Tensor]:
     """The rank function of a known-bad (bound to its patch by functools.partial, which pickles by reference)."""
     with _in_planted_layer(patch):
@@ -137,8 +161,9 @@ def _planted(patch: LayerPatch) -> Callable[..., dict[str, torch.Tensor]]:
     """decoder-taps with ``patch`` planted in layer PLANTED_LAYER."""
 
     def known_bad(config: Any, weights: Any, ids: Any, tp: Any = 1, dtype: Any = "float32",
-                  feed: Any = None) -> dict[str, torch.Tensor]:
-        return qwen3_taps.run_taps(config, weights, ids, tp, dtype, feed, functools.partial(_rank_with, patch))
+                  feed: Any = None, rank_partials: Any = False) -> dict[str, torch.Tensor]:
+        return qwen3_taps.run_taps(config, weights, ids, tp, dtype, feed, rank_partials,
+                                   functools.partial(_rank_with, patch))
 
     known_bad.__doc__ = f"decoder-taps with, in layer {PLANTED_LAYER} only: {patch.__doc__}"
     return known_bad
@@ -149,3 +174,4 @@ k_v_swapped = _planted(_k_v_swapped)
 rms_eps_outside_sqrt = _planted(_rms_eps_outside_sqrt)
 mlp_bfloat16_accumulation = _planted(_mlp_bfloat16_accumulation)
 o_proj_partial_dropped = _planted(_o_proj_partial_dropped)
+o_proj_rank1_heads_reversed = _planted(_o_proj_rank1_heads_reversed)

@@ -119,10 +119,12 @@ def _layer(model: RankModel, layer: RankLayer, hidden: torch.Tensor, positions: 
     q, k = rotary_embedding(positions, q, k, head_dim, head_dim, model.rope_cache, True)
     recorder.tap_heads(name + "attn.k", k, heads.kv_replicas)
     recorder.tap_heads(name + "attn.v", v, heads.kv_replicas)
-    attended = layer.o_proj.forward(_attention(heads, head_dim, q, k, v))  # TP-5.2, the bias on rank 0
-    hidden = recorder.fed(name + "mlp.in", hidden + recorder.tap(name + "attn.out", attended))
-    mlp = layer.mlp.forward(rms_norm(hidden, layer.post_norm, eps))
-    return recorder.tap(name + "out", hidden + recorder.tap(name + "mlp.out", mlp))
+    partial = layer.o_proj.partial(_attention(heads, head_dim, q, k, v))  # TP-5.2, the bias on rank 0
+    attended = recorder.reduced(name + "attn.out", partial, layer.o_proj.collective)
+    hidden = recorder.fed(name + "mlp.in", hidden + attended)
+    partial = layer.mlp.partials(rms_norm(hidden, layer.post_norm, eps))[1]
+    mlp = recorder.reduced(name + "mlp.out", partial, layer.mlp.down.collective)
+    return recorder.tap(name + "out", hidden + mlp)
 
 
 def decoder(model: RankModel, ids: torch.Tensor, recorder: Recorder = NO_TAPS) -> torch.Tensor:

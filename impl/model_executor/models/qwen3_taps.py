@@ -3,7 +3,8 @@ decoder of qwen3.py over ``ids``, its named intermediates in forward order, the 
 
 The weights are cast to the compute dtype and the forward runs in it, as vLLM's forward_native does on weights of that
 dtype; the taps are what rank 0 holds after the collectives (K and V gathered over the ranks), the logits widened to
-float32. The layer code is the greedy decode's own (qwen3._layer): the taps are recorded by a Recorder.
+float32, and with ``rank_partials`` every rank's partial before each all-reduce, gathered. The layer code is the greedy
+decode's own (qwen3._layer): the taps are recorded by a Recorder.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 from impl.model_executor.models import qwen3
 from impl.model_executor.models.qwen3_weights import ModelConfig, checked_ids, checked_tp, checked_weights
 from impl.model_executor.models.taps import Recorder
-from impl.model_executor.models.taps_inputs import checked_dtype, checked_feed
+from impl.model_executor.models.taps_inputs import checked_dtype, checked_feed, checked_rank_partials
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,14 @@ class TapsRun:
     ids: torch.Tensor
     dtype: torch.dtype
     feed: dict[str, torch.Tensor]
+    rank_partials: bool = False
 
 
-def tapped_forward(model: qwen3.RankModel, ids: torch.Tensor,
-                   feed: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The taps of one forward of ``model`` over ``ids`` with ``feed`` read at its feed points (MT-1.1, MT-2.1)."""
-    recorder = Recorder(feed, {})
+def tapped_forward(model: qwen3.RankModel, ids: torch.Tensor, feed: Mapping[str, torch.Tensor],
+                   rank_partials: bool = False) -> dict[str, torch.Tensor]:
+    """The taps of one forward of ``model`` over ``ids`` with ``feed`` read at its feed points, the ranks' partials
+    too with ``rank_partials`` (MT-1.1, MT-1.6, MT-2.1)."""
+    recorder = Recorder(feed, {}, rank_partials)
     logits = qwen3.head(model, qwen3.decoder(model, ids, recorder), recorder)
     recorder.tap("logits", logits.float())
     assert recorder.taps is not None
@@ -43,7 +46,7 @@ def rank_taps(rank: int, tp: int, run: TapsRun) -> dict[str, torch.Tensor]:
     """The rank function run_on_ranks calls: cast the weights, cut this rank's shards, run the tapped forward."""
     torch.set_num_threads(1)
     weights = {name: tensor.to(run.dtype) for name, tensor in run.weights.items()}
-    return tapped_forward(qwen3.rank_model(run.config, weights, tp, rank), run.ids, run.feed)
+    return tapped_forward(qwen3.rank_model(run.config, weights, tp, rank), run.ids, run.feed, run.rank_partials)
 
 
 def _agreed(results: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -59,7 +62,7 @@ def _agreed(results: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     return taps
 
 
-def run_taps(config: Any, weights: Any, ids: Any, tp: Any, dtype: Any, feed: Any,
+def run_taps(config: Any, weights: Any, ids: Any, tp: Any, dtype: Any, feed: Any, rank_partials: Any,
              rank_fn: qwen3.RankFunction) -> dict[str, torch.Tensor]:
     """The checked inputs run by ``rank_fn(rank, tp, TapsRun)`` on every rank of the gloo world of ``tp``; rank 0's
     taps once all agree."""
@@ -69,12 +72,15 @@ def run_taps(config: Any, weights: Any, ids: Any, tp: Any, dtype: Any, feed: Any
     full = checked_weights(checked, weights)
     tokens = checked_ids(checked, ids)
     count = checked_tp(checked, tp)
-    run = TapsRun(checked, full, tokens, checked_dtype(dtype), checked_feed(checked, feed, tokens.shape[0]))
+    run = TapsRun(checked, full, tokens, checked_dtype(dtype), checked_feed(checked, feed, tokens.shape[0]),
+                  checked_rank_partials(rank_partials))
     return _agreed(run_on_ranks(count, rank_fn, run, timeout_s=qwen3.CALL_TIMEOUT_S))
 
 
 def decoder_taps(config: Mapping[str, Any], weights: Mapping[str, Any], ids: Any, tp: int = 1,
-                 dtype: str = "float32", feed: Mapping[str, Any] | None = None) -> dict[str, torch.Tensor]:
+                 dtype: str = "float32", feed: Mapping[str, Any] | None = None,
+                 rank_partials: bool = False) -> dict[str, torch.Tensor]:
     """The decoder-taps operation: tap name -> [T, ...] tensor in forward order (embed, per layer attn.in, attn.k,
-    attn.v, attn.out, mlp.in, mlp.out, out, then norm.in, norm.out, logits float32 [T, vocab]) (MT-1.x to MT-3.x)."""
-    return run_taps(config, weights, ids, tp, dtype, feed, rank_taps)
+    attn.v, attn.out, mlp.in, mlp.out, out, then norm.in, norm.out, logits float32 [T, vocab]; with ``rank_partials``
+    each rank's partial before attn.out and mlp.out) (MT-1.x to MT-3.x)."""
+    return run_taps(config, weights, ids, tp, dtype, feed, rank_partials, rank_taps)

@@ -4,7 +4,7 @@ the stream's dtype) in place of the stream; NO_TAPS records nothing and feeds no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 import torch
 
@@ -13,10 +13,12 @@ from impl.distributed import communication_op
 
 @dataclass(frozen=True)
 class Recorder:
-    """Named intermediates of one forward (``taps``, None: none kept) and the fed feed points (``feed``)."""
+    """Named intermediates of one forward (``taps``, None: none kept), the fed feed points (``feed``), and whether
+    the ranks' partials before each all-reduce are kept too (``rank_partials``, MT-1.6)."""
 
     feed: Mapping[str, torch.Tensor] = field(default_factory=dict)
     taps: dict[str, torch.Tensor] | None = None
+    rank_partials: bool = False
 
     def tap(self, name: str, value: torch.Tensor) -> torch.Tensor:
         """``value``, recorded under ``name`` when taps are kept (MT-1.1)."""
@@ -43,6 +45,20 @@ class Recorder:
             gathered = gathered.view(value.shape[0], ranks, value.shape[-1])[:, ::replicas].reshape(value.shape[0], -1)
         self.taps[name] = gathered
 
+
+    def reduced(self, name: str, partial: torch.Tensor, collective: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """``collective(partial)`` tapped under ``name``; with rank_partials, every rank's ``partial`` before it first,
+        gathered in rank order under ``name.rank{r}`` (MT-1.6). The gather is its own collective: what the reduce
+        does with the partials is seen in ``name`` only."""
+        if self.taps is not None and self.rank_partials:
+            gathered = communication_op.all_gather(partial.unsqueeze(0), dim=0)
+            for rank, value in enumerate(gathered.unbind(0)):
+                self.taps[f"{name}{RANK_SUFFIX.format(r=rank)}"] = value
+        return self.tap(name, collective(partial))
+
+
+RANK_SUFFIX = ".rank{r}"
+"""How a rank's partial of a reduced tap is named: the tap's name, then this with r the rank (MT-1.6)."""
 
 NO_TAPS = Recorder()
 """Records nothing and feeds nothing: the untapped forward."""

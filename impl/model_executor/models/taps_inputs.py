@@ -25,6 +25,13 @@ def checked_dtype(dtype: Any) -> torch.dtype:
     return DTYPES[dtype]
 
 
+def checked_rank_partials(rank_partials: Any) -> bool:
+    """Whether the ranks' partials are tapped (MT-1.6); a TypeError naming the value unless a bool."""
+    if not isinstance(rank_partials, bool):
+        raise TypeError(f"rank_partials must be a bool, got {rank_partials!r} ({type(rank_partials).__name__})")
+    return rank_partials
+
+
 def _feed_point(config: ModelConfig, name: Any) -> None:
     """Refuse a feed key that names no feed point of this model (MT-3.3)."""
     if name == "norm.in":
