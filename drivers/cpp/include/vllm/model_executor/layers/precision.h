@@ -1,6 +1,6 @@
 // The arithmetic of the port's CPU layers (issue 30 item 5): float32 tensors, dot products accumulated in double
-// and stored as float32, and, for bfloat16 inputs, each result rounded to bfloat16 where torch stores a bfloat16
-// tensor (a matmul's output, an activation, an all-reduced sum).
+// and stored as float32, and, for bfloat16 or float16 inputs, each result rounded to that dtype where torch stores a
+// tensor of it (a matmul's output, an activation, an all-reduced sum).
 #pragma once
 
 #include <cstddef>
@@ -11,9 +11,10 @@
 
 namespace vllm::model_executor {
 
-enum class Precision { kFloat32, kBFloat16 };
+enum class Precision { kFloat32, kBFloat16, kFloat16 };
 
-// `value` as a tensor of that precision stores it: itself, or the nearest bfloat16 (ties to even; NaN stays NaN).
+// `value` as a tensor of that precision stores it: itself, or the nearest bfloat16 or float16 (ties to even; NaN
+// stays NaN; a float16 past its largest finite value is inf).
 float Rounded(Precision precision, float value);
 // Every element of `tensor` Rounded.
 void RoundInPlace(Precision precision, HostTensor& tensor);

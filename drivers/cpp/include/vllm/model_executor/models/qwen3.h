@@ -6,6 +6,10 @@
 // step recomputes the whole sequence (no KV cache). The decoder composes the tensor-parallel layers of
 // layers/linear.h and layers/vocab_parallel_embedding.h, which take their ranges from the shard plan
 // (shard_plan.h, TP-4.x): it holds no sharding of its own.
+//
+// The same layer code runs the decoder-taps forward (spec/model-taps.md): one forward over the ids in float32,
+// bfloat16 or float16, a TapRecorder (taps.h) getting each named intermediate and replacing the residual stream at
+// the fed feed points; the greedy decode records and feeds nothing.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +20,8 @@
 
 #include "vllm/distributed/shard_plan.h"
 #include "vllm/distributed/tensor_parallel.h"
+#include "vllm/model_executor/layers/precision.h"
+#include "vllm/model_executor/models/taps.h"
 
 namespace vllm::model_executor {
 
@@ -60,5 +66,20 @@ GreedyDecode Qwen3GreedyOnRank(const TensorParallel& tp, const Qwen3Config& conf
 // (std::invalid_argument, TP-4.8) before any rank thread starts.
 GreedyDecode Qwen3GreedyDecode(int tp, const Qwen3Config& config, const Qwen3Weights& weights,
                                const std::vector<std::int64_t>& prompt, int steps);
+
+// Every weight as a tensor of `precision` stores it (float32: as they are): what a forward in that dtype runs on.
+Qwen3Weights Qwen3WeightsIn(const Qwen3Weights& weights, Precision precision);
+
+// One rank's taps of one forward over `ids` (positions 0..T-1) in `precision`, its weights already in it
+// (Qwen3WeightsIn), the residual stream replaced by `feed`'s arrays at its feed points (MT-1.x, MT-2.x): embed, per
+// layer attn.in, attn.k, attn.v, attn.out, mlp.in, mlp.out, out, then norm.in, norm.out and logits (float32 values of
+// the dtype's). The caller checked config, weights, ids (T <= max_position) and the feed.
+Taps Qwen3TapsOnRank(const TensorParallel& tp, const Qwen3Config& config, const Qwen3Weights& weights,
+                     const std::vector<std::int64_t>& ids, const Feed& feed, Precision precision);
+
+// The taps on tp rank threads, as rank 0 holds them; every rank must report the same names and bits, else
+// std::runtime_error naming the rank and the tap. The shard plan's refusal comes before any rank thread starts.
+Taps Qwen3DecoderTaps(int tp, const Qwen3Config& config, const Qwen3Weights& weights, const std::vector<std::int64_t>& ids,
+                      const Feed& feed, Precision precision);
 
 }  // namespace vllm::model_executor

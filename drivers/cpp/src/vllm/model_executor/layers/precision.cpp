@@ -3,10 +3,13 @@
 
 #include <cstring>
 
+#include "vllm/model_executor/layers/float_tensor.h"
+
 namespace vllm::model_executor {
 
 float Rounded(Precision precision, float value) {
   if (precision == Precision::kFloat32) return value;
+  if (precision == Precision::kFloat16) return layers::RoundTo(layers::FloatType::kFloat16, value);
   std::uint32_t bits;
   std::memcpy(&bits, &value, 4);
   if ((bits & 0x7fffffffu) > 0x7f800000u) {
