@@ -61,7 +61,7 @@ def render_shrink(shrunk: Shrunk, full: Divergence) -> str:
     lines = []
     if shrunk.sought:
         lines.append(f"shrinking: {len(shrunk.runs)} runs (at most {shrunk.max_runs}), the reference re-run on each")
-        lines += [f"  {_layers(run.layers)}, {tokens(run.tokens)}: {run.outcome}: {run.text}" for run in shrunk.runs]
+        lines += [f"  {_layers(run.layers)}, {_prompt(run.tokens)}: {run.outcome}: {run.text}" for run in shrunk.runs]
         lines += [f"  {note}" for note in shrunk.notes]
     lines.append(shrunk.describe())
     broken = _broken_tap(shrunk)
@@ -74,6 +74,10 @@ def render_shrink(shrunk: Shrunk, full: Divergence) -> str:
 
 def _layers(count: int | None) -> str:
     return f"{count} layers" if count is not None else "the case's layers"
+
+
+def _prompt(count: int | None) -> str:
+    return tokens(count) if count is not None else "the case's prompt"
 
 
 def _broken_tap(shrunk: Shrunk) -> TapJudgement | None:

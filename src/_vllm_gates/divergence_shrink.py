@@ -28,7 +28,7 @@ class ShrinkRun:
     run's tap), LOST (drift, or a break at another tap) or ERROR (it could not be judged: why)."""
 
     layers: int | None  # None: the case's layer count, not cut
-    tokens: int
+    tokens: int | None  # None: the case's prompt, not cut
     outcome: str
     text: str
 
@@ -80,8 +80,8 @@ def shrink(full: Divergence, case_input: Mapping[str, Any], layer_pattern: str, 
         return not_sought("no localized break: nothing to shrink", case_input)
     search = _Search(full, case_input, layer_pattern, localize, max_runs)
     search.run()
-    return Shrunk(None, search.full_layers, search.full_ids, search.layers, search.ids if search.full_ids else None,
-                  search.kept[(search.layers, len(search.ids))], tuple(search.runs), tuple(search.notes), max_runs)
+    return Shrunk(None, search.full_layers, search.full_ids, search.layers, search.ids,
+                  search.kept[(search.layers, _length(search.ids))], tuple(search.runs), tuple(search.notes), max_runs)
 
 
 class _OutOfRuns(Exception):
@@ -98,8 +98,8 @@ class _Search:
         self.full_layers, self.full_ids = _layer_count(case_input), _ids(case_input)
         self.uncuttable = _layers_unshrinkable(case_input)
         self.layers = self.full_layers if self.uncuttable is None else None  # None: the input's layers, not cut
-        self.ids = self.full_ids or ()
-        self.kept: dict[tuple[int | None, int], Divergence] = {(self.layers, len(self.ids)): full}
+        self.ids = self.full_ids  # None: the case's prompt, not cut
+        self.kept: dict[tuple[int | None, int | None], Divergence] = {(self.layers, _length(self.ids)): full}
         self.runs: list[ShrinkRun] = []
         self.notes: list[str] = []
 
@@ -125,40 +125,43 @@ class _Search:
         if self.full_ids is None:
             self.notes.append(f"prompt not shrunk: the case's input has no 1-D integer {IDS_KEY!r} array")
             return
-        longest_lost, length = 0, 1  # self.ids, the whole prompt, keeps it (on self.layers)
-        while length < len(self.full_ids):
-            if self._try(self.layers, self.full_ids[:length]):
-                self.ids = self.full_ids[:length]
+        whole = self.full_ids
+        longest_lost, shortest_kept, length = 0, len(whole), 1  # the whole prompt keeps it (on self.layers)
+        while length < len(whole):
+            if self._try(self.layers, whole[:length]):
+                self.ids, shortest_kept = whole[:length], length
                 break
             longest_lost, length = length, length * 2
-        while len(self.ids) - longest_lost > 1:
-            middle = (len(self.ids) + longest_lost) // 2
-            if self._try(self.layers, self.full_ids[:middle]):
-                self.ids = self.full_ids[:middle]
+        while shortest_kept - longest_lost > 1:
+            middle = (shortest_kept + longest_lost) // 2
+            if self._try(self.layers, whole[:middle]):
+                self.ids, shortest_kept = whole[:middle], middle
             else:
                 longest_lost = middle
 
-    def _try(self, layers: int | None, ids: tuple[int, ...]) -> bool:
-        """Localize the input cut to ``layers`` and ``ids``; whether it keeps the break at the full run's tap."""
+    def _try(self, layers: int | None, ids: tuple[int, ...] | None) -> bool:
+        """Localize the input cut to ``layers`` and ``ids`` (None: not cut); whether it keeps the break at the full
+        run's tap."""
         if len(self.runs) >= self.max_runs:
             raise _OutOfRuns
         try:
             found = self.localize(truncated(self.input, self.pattern, layers, ids))
         except GatesError as error:
-            self.runs.append(ShrinkRun(layers, len(ids), ERROR, str(error)))
+            self.runs.append(ShrinkRun(layers, _length(ids), ERROR, str(error)))
             return False
         kept = found.broke and found.classification.tap == self.full.classification.tap
-        self.runs.append(ShrinkRun(layers, len(ids), KEPT if kept else LOST, _short(found.classification)))
+        self.runs.append(ShrinkRun(layers, _length(ids), KEPT if kept else LOST, _short(found.classification)))
         if kept:
-            self.kept[(layers, len(ids))] = found
+            self.kept[(layers, _length(ids))] = found
         return kept
 
 
 def truncated(case_input: Mapping[str, Any], layer_pattern: str, layers: int | None,
-              ids: tuple[int, ...]) -> dict[str, Any]:
+              ids: tuple[int, ...] | None) -> dict[str, Any]:
     """The case's input for the first ``layers`` layers (None: as it is): `config.layers` set, the weights of later
     layers dropped (a weight belongs to layer i where a dot-separated suffix of its name starts with the gate's
-    `layer` pattern: `model.layers.3.mlp.up_proj.weight`); and ``ids`` as its prompt, in the case's dtype."""
+    `layer` pattern: `model.layers.3.mlp.up_proj.weight`); and ``ids`` as its prompt, in the case's dtype (None:
+    the case's)."""
     import numpy as np
 
     cut = dict(case_input)
@@ -166,7 +169,7 @@ def truncated(case_input: Mapping[str, Any], layer_pattern: str, layers: int | N
         cut[CONFIG_KEY] = {**case_input[CONFIG_KEY], LAYERS_KEY: layers}
         cut[WEIGHTS_KEY] = {name: value for name, value in case_input[WEIGHTS_KEY].items()
                             if (_layer_of_weight(name, layer_pattern) or 0) < layers}
-    if IDS_KEY in case_input:
+    if ids is not None:
         cut[IDS_KEY] = np.asarray(ids, dtype=np.asarray(case_input[IDS_KEY]).dtype)
     return cut
 
@@ -202,6 +205,10 @@ def _ids(case_input: Mapping[str, Any]) -> tuple[int, ...] | None:
     if not isinstance(ids, np.ndarray) or ids.ndim != 1 or ids.dtype.kind not in "iu" or not ids.size:
         return None
     return tuple(int(i) for i in ids)
+
+
+def _length(ids: tuple[int, ...] | None) -> int | None:
+    return None if ids is None else len(ids)
 
 
 def _short(found: Classification) -> str:

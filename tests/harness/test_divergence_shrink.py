@@ -172,6 +172,26 @@ def test_an_input_without_a_layer_count_shrinks_the_prompt_only() -> None:
     assert shrunk.notes == ("layers not shrunk: the case's input has no 'weights' mapping",)
 
 
+def test_an_input_without_a_1d_prompt_shrinks_the_layers_only_and_keeps_its_ids() -> None:
+    decoder = Decoder(broken=1, from_token=0)
+    data = {**case_input(4, 6), "ids": np.zeros((2, 3), dtype=np.int64)}  # a batch: no prefix to cut
+    full = decoder.localized({**data, "ids": np.zeros(6)})
+    given: list[tuple[int, ...]] = []
+
+    def flat(cut: Mapping[str, Any]) -> Divergence:
+        given.append(cut["ids"].shape)
+        return decoder({**cut, "ids": np.zeros(6)})
+
+    shrunk = shrink(full, data, TAPS.layer, flat)
+    assert given == [(2, 3)]  # the case's ids, as they are
+    assert [(run.layers, run.tokens, run.outcome) for run in shrunk.runs] == [(2, None, KEPT)]
+    assert shrunk.layers == 2 and shrunk.ids is None
+    assert shrunk.notes == ("prompt not shrunk: the case's input has no 1-D integer 'ids' array",)
+    assert "minimal reproduction: 2 of 4 layers, the case's prompt: the break at layer 1" in shrunk.describe()
+    assert "  2 layers, the case's prompt: kept: " in render_shrink(shrunk, full)
+    assert shrink_as_json(shrunk)["minimal"]["ids"] is None
+
+
 def test_the_text_and_the_json_name_the_minimal_reproduction_and_every_run() -> None:
     decoder = Decoder(broken=1, from_token=1)
     data = case_input(3, 4)
