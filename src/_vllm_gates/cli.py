@@ -466,7 +466,7 @@ def cmd_diverge(args: argparse.Namespace, project: Project) -> int:
 
     try:
         return run_diverge(project, Options(args.row, args.gate, args.case, args.impl, args.against, args.json, args.dump,
-                                            args.known_bad))
+                                            args.known_bad, shrink=not args.no_shrink))
     except DivergeUsage as error:
         raise UsageError(str(error)) from None
 
@@ -594,6 +594,8 @@ def parser() -> argparse.ArgumentParser:
     diverge.add_argument("--json", metavar="F", help="write the report as JSON")
     diverge.add_argument("--dump", metavar="F", help="record the reference's taps, the ids and the weights' fingerprint "
                          "in F (.safetensors)")
+    diverge.add_argument("--no-shrink", action="store_true", help="on a localized break, do not seek the fewest layers "
+                         "and the shortest prompt that keep it (each a run of the reference and the implementation)")
     sub.add_parser("check-independence", help="packages that import what an independence contract forbids (impl, oracles)")
     mutate = sub.add_parser("mutate", help="mutants of the implementation each row's sources name, run through the gates "
                                            "that reach their line: killed, survived, kill matrix (docs/mutation.md)")

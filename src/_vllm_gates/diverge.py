@@ -11,14 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from _vllm_gates.checks import Outcome, Subject
-from _vllm_gates.config import implementation_refused
-from _vllm_gates.divergence import localize
-from _vllm_gates.divergence_report import as_json, render_text
+from _vllm_gates.config import Config, implementation_refused
+from _vllm_gates.divergence import Divergence, localize
+from _vllm_gates.divergence_report import FORMAT, as_json, render_shrink, render_text, shrink_as_json
+from _vllm_gates.divergence_shrink import IDS_KEY, WEIGHTS_KEY, Shrunk, not_sought, shrink
 from _vllm_gates.errors import DefinitionError, GatesError, Location
 from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.fields import TARGET_PATTERN
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run
+from _vllm_gates.import_failures import missing_package, not_installed
 from _vllm_gates.implementations import PYTHON, Implementation
 from _vllm_gates.model import Case, Gate, GateFile, KnownBad, TargetRef
 from _vllm_gates.project import Project, unknown_name
@@ -28,11 +30,15 @@ from _vllm_gates.tap_dumps import TapDumpError, check_dump, read_dump, write_dum
 from _vllm_gates.worker_pool import WorkerPool, WorkerSpec
 
 ORACLE = "oracle"
-IDS_KEY, WEIGHTS_KEY = "ids", "weights"  # the case input keys a dump records (the `decoder-taps` operation's)
 
 
 class DivergeUsage(GatesError):
     """A flag naming what the project does not have: exit 2, naming the flag and the close names."""
+
+
+class ReferenceUnavailable(GatesError):
+    """The reference cannot run here (its module, or a package it needs, is not installed): a skip with the reason,
+    exit 7, never a pass."""
 
 
 class DivergeError(GatesError):
@@ -51,6 +57,7 @@ class Options:
     json: str | None = None
     dump: str | None = None
     known_bad: str | None = None  # judge this known-bad of the gate in place of the implementation
+    shrink: bool = True  # seek the fewest layers and shortest prompt that keep a localized break
 
 
 @dataclass(frozen=True)
@@ -65,33 +72,44 @@ class Opened:
 
 
 def run_diverge(project: Project, options: Options) -> int:
-    """The command: 0 no localized break, 1 a localized break, 3 an error (DivergeUsage for usage, exit 2)."""
+    """The command: 0 no localized break, 1 a localized break, 3 an error, 7 the reference cannot run here (a skip,
+    with the reason); DivergeUsage for usage, exit 2."""
     opened = open_gate(project, options)
     problems = before_run(project.config, opened.implementation)
     if problems:
         raise DefinitionError(problems)
+    context = {"row": opened.gate_file.row, "gate": opened.gate.id, "case": opened.case.name,
+               "impl": judged_name(opened)}
     pool = _pool(project, opened.implementation)
     try:
         reference, source = _reference(pool, project, opened, options)
         if options.dump:  # recorded before the implementation runs: a reference is worth keeping whatever it does
             _record(options.dump, reference, opened.case, source)
-        free, forced = _implementation_taps(pool, project, opened, reference)
-        divergence = localize(reference, free, forced, opened.gate.taps, opened.gate.policy)  # type: ignore[arg-type]
+        divergence = _localized(pool, project, opened, reference, opened.case.input)
+        title = (f"gates diverge {opened.gate_file.row} --gate {opened.gate.id} --case {opened.case.name}: "
+                 f"{judged_name(opened)} against {source}")
+        print(render_text(divergence, title), end="", flush=True)  # the full run's verdict, before any shrinking
+        shrunk = _shrunk(pool, project, opened, options, divergence)
     except (DefinitionError, DivergeUsage):
         raise
+    except ReferenceUnavailable as unavailable:  # never a pass: its own exit code, as `gates run`'s nothing-could-run
+        print(f"gates diverge: skipped: {unavailable}", file=sys.stderr)
+        if options.json:
+            report = {"format": FORMAT, **context, "reference": options.against, "skipped": str(unavailable),
+                      "exit_code": int(ExitCode.NOT_RUNNABLE)}
+            write_atomic(Path(options.json), json.dumps(report, indent=2) + "\n")
+        return ExitCode.NOT_RUNNABLE
     except GatesError as error:  # a worker lost, a side that raised or crashed, taps or a dump that cannot be used
         print(f"gates diverge: {error}", file=sys.stderr)
         return ExitCode.ERROR
     finally:
         pool.close()
-    title = (f"gates diverge {opened.gate_file.row} --gate {opened.gate.id} --case {opened.case.name}: "
-             f"{judged_name(opened)} against {source}")
-    print(render_text(divergence, title), end="")
+    print(render_shrink(shrunk, divergence), end="")
     code = ExitCode.CLAIM_NOT_MET if divergence.broke else ExitCode.OK
     if options.json:
-        context = {"row": opened.gate_file.row, "gate": opened.gate.id, "case": opened.case.name,
-                   "impl": judged_name(opened), "reference": source, "exit_code": int(code)}
-        write_atomic(Path(options.json), json.dumps(as_json(divergence, context), indent=2) + "\n")
+        report = {**as_json(divergence, {**context, "reference": source, "exit_code": int(code)}),
+                  "shrink": shrink_as_json(shrunk)}
+        write_atomic(Path(options.json), json.dumps(report, indent=2) + "\n")
     return code
 
 
@@ -168,23 +186,51 @@ def _check_against(against: str) -> None:
 def _pool(project: Project, implementation: Implementation) -> WorkerPool:
     """The workers of this command, started as `gates run` starts them: the implementation's in its sandbox."""
     config = project.config
-    path = tuple(dict.fromkeys([str(config.root)] + [str(config.root / entry) for entry in config.pythonpath]))
-    return WorkerPool(WorkerSpec(config.root, path, config.allowed_roots, config.worker_preload,
+    return WorkerPool(WorkerSpec(config.root, _worker_path(config), config.allowed_roots, config.worker_preload,
                                  external=implementation.command, settings=implementation.settings,
                                  max_buffer_bytes=config.max_tensor_bytes, sandbox=sandbox_for(config, implementation)))
 
 
+def _worker_path(config: Config) -> tuple[str, ...]:
+    """The folders a worker imports from: the project's root, then its `pythonpath` entries."""
+    return tuple(dict.fromkeys([str(config.root)] + [str(config.root / entry) for entry in config.pythonpath]))
+
+
 def _reference(pool: WorkerPool, project: Project, opened: Opened, options: Options) -> tuple[dict[str, Any], str]:
     """The reference's free-running taps (a recorded dump's, or a worker's answer) and what the reference is."""
-    gate, case = opened.gate, opened.case
     if options.against.endswith(".safetensors"):
-        return _replayed(options.against, case), f"dump {options.against}"
+        return _replayed(options.against, opened.case), f"dump {options.against}"
+    subject = _reference_subject(pool, project, opened, options)
+    assert subject is not None
+    try:
+        reference = _reference_taps(subject, opened.case.input, _worker_path(project.config))
+    except DefinitionError as error:  # its module does not import: a missing package is a skip, not the gate's error
+        reason = not_installed(error, _worker_path(project.config))
+        if reason is None:
+            raise
+        raise ReferenceUnavailable(f"the reference {subject.target.dotted} cannot run here: {reason}") from None
+    return reference, f"{'oracle ' if options.against == ORACLE else ''}{subject.target.dotted}"
+
+
+def _reference_subject(pool: WorkerPool, project: Project, opened: Opened, options: Options) -> Subject | None:
+    """The live reference as a worker asks it (the gate's oracle, or the --against target); None: a recorded dump."""
+    if options.against.endswith(".safetensors"):
+        return None
+    gate = opened.gate
     target = gate.oracle if options.against == ORACLE else TargetRef(options.against, Location("--against", 1, 1))
     assert target is not None
-    subject = Subject(pool, (opened.gate_file.path, "oracle"), target, gate.build_oracle,
-                      gate.timeout or project.config.call_timeout, "reference")
-    reference = _taps(subject.outcome(case.input), f"the reference {target.dotted}")
-    return reference, f"{'oracle ' if options.against == ORACLE else ''}{target.dotted}"
+    return Subject(pool, (opened.gate_file.path, "oracle"), target, gate.build_oracle,
+                   gate.timeout or project.config.call_timeout, "reference")
+
+
+def _reference_taps(subject: Subject, data: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    """The reference's taps for one input; ReferenceUnavailable where it raised ImportError for a package not
+    installed here (upstream/hf_qwen3.py raises it, naming the missing package); ``path``: the worker's import path."""
+    outcome = subject.outcome(data)
+    reason = missing_package(outcome.error.type_name, outcome.error.message, path) if outcome.error else None
+    if reason is not None:
+        raise ReferenceUnavailable(f"the reference {subject.target.dotted} cannot run here: {reason}")
+    return _taps(outcome, f"the reference {subject.target.dotted}")
 
 
 def _record(path: str, reference: dict[str, Any], case: Case, source: str) -> None:
@@ -194,11 +240,39 @@ def _record(path: str, reference: dict[str, Any], case: Case, source: str) -> No
         raise TapDumpError(f"--dump {path}: {error}") from None
 
 
-def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened,
-                         reference: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The implementation's free-running taps, and its teacher-forced ones: the case's input with the gate's feed
+def _localized(pool: WorkerPool, project: Project, opened: Opened, reference: dict[str, Any],
+               data: dict[str, Any]) -> Divergence:
+    """The localization of one input from the reference's taps on it."""
+    free, forced = _implementation_taps(pool, project, opened, reference, data)
+    return localize(reference, free, forced, opened.gate.taps, opened.gate.policy)  # type: ignore[arg-type]
+
+
+def _shrunk(pool: WorkerPool, project: Project, opened: Opened, options: Options, divergence: Divergence) -> Shrunk:
+    """The fewest layers and shortest prompt that keep the full run's localized break (divergence_shrink), each
+    candidate the reference re-run on it and the implementation free-running and teacher-forced; or why none."""
+    data, taps = opened.case.input, opened.gate.taps
+    assert taps is not None
+    if not divergence.broke:
+        return not_sought("no localized break: nothing to shrink", data)
+    if not options.shrink:
+        return not_sought("--no-shrink", data)
+    subject = _reference_subject(pool, project, opened, options)
+    if subject is None:
+        return not_sought("the reference is a recorded dump, which cannot be re-run on fewer layers or a shorter "
+                          "prompt (run it against the live reference)", data)
+    reference_subject, path = subject, _worker_path(project.config)
+
+    def candidate(cut: dict[str, Any]) -> Divergence:
+        return _localized(pool, project, opened, _reference_taps(reference_subject, cut, path), cut)
+
+    return shrink(divergence, data, taps.layer, candidate)
+
+
+def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened, reference: dict[str, Any],
+                         data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The implementation's free-running taps on ``data``, and its teacher-forced ones: ``data`` with the gate's feed
     key set to the reference's feed points."""
-    config, gate, case, taps = project.config, opened.gate, opened.case, opened.gate.taps
+    config, gate, taps = project.config, opened.gate, opened.gate.taps
     assert taps is not None
     impl = replace(Subject(pool, (opened.gate_file.path, "impl"), gate.impl, gate.build_impl,
                            gate.timeout or config.call_timeout, "impl"), judged=True)
@@ -212,8 +286,8 @@ def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened,
     if not feed:
         raise DivergeError(f"the reference reports no feed point ({', '.join(taps.feed_points)}) among its taps "
                            f"({', '.join(reference)}): nothing to teacher-force")
-    free = _taps(impl.outcome(case.input), f"the implementation {impl.shown} (free-running)")
-    forced = _taps(impl.outcome({**case.input, taps.feed: feed}), f"the implementation {impl.shown} (teacher-forced)")
+    free = _taps(impl.outcome(data), f"the implementation {impl.shown} (free-running)")
+    forced = _taps(impl.outcome({**data, taps.feed: feed}), f"the implementation {impl.shown} (teacher-forced)")
     return free, forced
 
 

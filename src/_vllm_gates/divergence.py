@@ -11,7 +11,7 @@ from _vllm_gates.model import Taps
 from _vllm_gates.policies import Policy, allclose_tolerances
 from _vllm_gates.tap_figures import Figures, figures
 from _vllm_gates.tap_ranks import RankFinding, rank_finding
-from _vllm_gates.tolerance import compare_under
+from _vllm_gates.tolerance import FLOAT_DTYPES, compare_under
 from _vllm_gates.tolerance_report import how_far_off
 
 LOCALIZED_BREAK, DRIFT = "localized break", "drift"
@@ -20,7 +20,8 @@ TapMap = Mapping[str, Any]
 
 
 class DivergenceInputError(GatesError):
-    """Taps that cannot be compared: a name one side lacks, different shapes, logits that are not [T, V]."""
+    """Taps that cannot be compared: a name one side lacks, different shapes, dtypes that cannot be compared,
+    logits that are not [T, V]."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ def localize(reference: TapMap, free: TapMap, forced: TapMap, taps: Taps, policy
     taps (forward order: the reference's); DivergenceInputError when they cannot be compared."""
     _same_names(reference, free, "the implementation's free-running run")
     _same_names(reference, forced, "the implementation's teacher-forced run")
+    _same_dtypes(free, forced)
     tap_policy = _array_policy(policy)
     judged = tuple(_tap(name, reference[name], free[name], forced[name], taps, tap_policy) for name in reference)
     classification = classify(judged)
@@ -183,6 +185,24 @@ def _same_names(reference: TapMap, other: TapMap, what: str) -> None:
         ours, theirs = tuple(getattr(other[name], "shape", ())), tuple(getattr(reference[name], "shape", ()))
         if ours != theirs:
             raise DivergenceInputError(f"tap {name}: shape {list(ours)} in {what}, {list(theirs)} in the reference")
+        _comparable_dtype(name, other[name], reference[name], what)
+
+
+def _comparable_dtype(name: str, ours: Any, theirs: Any, what: str) -> None:
+    """A float tap compares with a float one of any width (a dtype boundary); any other dtype only with its own."""
+    mine, reference = ours.dtype.name, theirs.dtype.name
+    if mine != reference and not (mine in FLOAT_DTYPES and reference in FLOAT_DTYPES):
+        raise DivergenceInputError(f"tap {name}: dtype {mine} in {what}, {reference} in the reference: a float tap is "
+                                   f"compared with a float one ({', '.join(sorted(FLOAT_DTYPES))}), any other only "
+                                   f"with its own dtype")
+
+
+def _same_dtypes(free: TapMap, forced: TapMap) -> None:
+    """The implementation reports each tap in one dtype, free-running and teacher-forced."""
+    for name, array in free.items():
+        if array.dtype != forced[name].dtype:
+            raise DivergenceInputError(f"tap {name}: dtype {array.dtype.name} in the implementation's free-running run, "
+                                       f"{forced[name].dtype.name} in its teacher-forced run")
 
 
 def _names(names: list[str]) -> str:

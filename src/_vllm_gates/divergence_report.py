@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from _vllm_gates.divergence import Divergence, Judged, TapJudgement
+from _vllm_gates.divergence_shrink import Shrunk, tokens
 
 FORMAT = "vllm-gates/diverge/1"
 HEADINGS = ("tap", "dtype", "isolated max abs", "isolated rel L2", "accumulated max abs", "accumulated rel L2",
@@ -52,6 +53,59 @@ def render_text(divergence: Divergence, title: str) -> str:
         lines.append("dtype boundaries:")
         lines += [f"  {boundary.describe()}" for boundary in divergence.boundaries]
     return "\n".join(lines) + "\n"
+
+
+def render_shrink(shrunk: Shrunk, full: Divergence) -> str:
+    """The shrinking of a localized break: each candidate run and what it showed, then the minimal reproduction with
+    its break's isolated figures; nothing where the full run has no break."""
+    if not full.broke:
+        return ""
+    lines = []
+    if shrunk.sought:
+        lines.append(f"shrinking: {len(shrunk.runs)} runs (at most {shrunk.max_runs}), the reference re-run on each")
+        lines += [f"  {_layers(run.layers)}, {_prompt(run.tokens)}: {run.outcome}: {run.text}" for run in shrunk.runs]
+        lines += [f"  {note}" for note in shrunk.notes]
+    lines.append(shrunk.describe())
+    broken = _broken_tap(shrunk)
+    if broken is not None:
+        figures = broken.isolated.figures
+        lines.append(f"  isolated max abs {_number(figures.max_abs)}, rel L2 {_number(figures.rel_l2)}, tolerance used "
+                     f"{_number(broken.isolated.used)}")
+    return "\n".join(lines) + "\n"
+
+
+def _layers(count: int | None) -> str:
+    return f"{count} layers" if count is not None else "the case's layers"
+
+
+def _prompt(count: int | None) -> str:
+    return tokens(count) if count is not None else "the case's prompt"
+
+
+def _broken_tap(shrunk: Shrunk) -> TapJudgement | None:
+    """The minimal reproduction's broken tap, None where none was sought."""
+    if shrunk.divergence is None:
+        return None
+    return next(tap for tap in shrunk.divergence.taps if tap.name == shrunk.divergence.classification.tap)
+
+
+def shrink_as_json(shrunk: Shrunk) -> dict[str, Any]:
+    """The shrinking in the JSON report: whether it was sought (else why not), the full run's size, the minimal
+    reproduction (its layers, prompt ids, the break and its isolated figures) and every candidate run."""
+    broken = _broken_tap(shrunk)
+    minimal = None
+    if broken is not None:
+        assert shrunk.divergence is not None
+        minimal = {"layers": shrunk.layers, "tokens": len(shrunk.ids) if shrunk.ids is not None else None,
+                   "ids": list(shrunk.ids) if shrunk.ids is not None else None,
+                   "tap": broken.name, "layer": broken.layer, "classification": shrunk.divergence.classification.kind,
+                   "isolated": _judged(broken.isolated)}
+    return {"sought": shrunk.sought, "reason": shrunk.reason,
+            "full": {"layers": shrunk.full_layers, "tokens": len(shrunk.full_ids) if shrunk.full_ids is not None else None},
+            "minimal": minimal, "max_runs": shrunk.max_runs,
+            "runs": [{"layers": run.layers, "tokens": run.tokens, "outcome": run.outcome, "text": run.text}
+                     for run in shrunk.runs],
+            "notes": list(shrunk.notes), "text": shrunk.describe()}
 
 
 def _number(value: float) -> str:

@@ -19,13 +19,12 @@ from typing import Any, Iterable, Sequence
 
 from _vllm_gates.config import Config
 from _vllm_gates.errors import GatesError
+from _vllm_gates.import_failures import UNAVAILABLE_ERRORS  # an adapter importing what the other release lacks
 from _vllm_gates.model import Gate, GateFile
 from _vllm_gates.plain import NotPlain, decode, encode
 from _vllm_gates.render import render_value
 from _vllm_gates.targets import resolve
 
-UNAVAILABLE_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
-"""Raised by an adapter that imports what the other release lacks: the operation is unavailable there, not changed."""
 SHOWN_PER_GATE = 3
 SHOWN_CHARS = 300  # a value or message longer than this is cut in the report, marked with …
 

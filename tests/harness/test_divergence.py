@@ -192,6 +192,30 @@ def test_taps_of_different_shapes_are_an_error_naming_both() -> None:
                                 f"[{T}, {H}] in the reference")
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.bool_])
+def test_a_tap_of_a_dtype_that_is_not_the_references_kind_is_an_error_naming_both(dtype: object) -> None:
+    ref = reference()
+    free, forced = noisy(ref, 1e-7), noisy(ref, 1e-7)
+    free["layers.1.attn.k"] = free["layers.1.attn.k"].astype(dtype)
+    forced["layers.1.attn.k"] = forced["layers.1.attn.k"].astype(dtype)
+    with pytest.raises(DivergenceInputError) as error:  # rounding the reference to int64 would make it pass
+        localize(ref, free, forced, TAPS, POLICY)
+    name = np.dtype(dtype).name
+    assert str(error.value) == (f"tap layers.1.attn.k: dtype {name} in the implementation's free-running run, float64 "
+                                f"in the reference: a float tap is compared with a float one (bfloat16, float16, "
+                                f"float32, float64), any other only with its own dtype")
+
+
+def test_a_tap_the_implementation_reports_in_two_dtypes_is_an_error_naming_both() -> None:
+    ref = reference()
+    forced = noisy(ref, 1e-7)
+    forced["layers.2.mlp.out"] = forced["layers.2.mlp.out"].astype(ml_dtypes.bfloat16)
+    with pytest.raises(DivergenceInputError) as error:
+        localize(ref, noisy(ref, 1e-7), forced, TAPS, POLICY)
+    assert str(error.value) == ("tap layers.2.mlp.out: dtype float32 in the implementation's free-running run, bfloat16 "
+                                "in its teacher-forced run")
+
+
 def test_logits_that_are_not_t_by_v_are_refused() -> None:
     ref = reference()
     ref["logits"] = ref["logits"][:, :1]
