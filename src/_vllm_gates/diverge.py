@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from _vllm_gates.checks import Outcome, Subject
 from _vllm_gates.config import implementation_refused
@@ -24,7 +25,7 @@ from _vllm_gates.model import Case, Gate, GateFile, KnownBad, TargetRef
 from _vllm_gates.project import Project, unknown_name
 from _vllm_gates.reports import write_atomic
 from _vllm_gates.sandbox import sandbox_for
-from _vllm_gates.tap_dumps import TapDumpError, check_dump, read_dump, write_dump
+from _vllm_gates.tap_dumps import TapDumpError, TapFile, check_dump, read_dump, spill, write_dump
 from _vllm_gates.worker_pool import WorkerPool, WorkerSpec
 
 ORACLE = "oracle"
@@ -66,17 +67,24 @@ class Opened:
 
 def run_diverge(project: Project, options: Options) -> int:
     """The command: 0 no localized break, 1 a localized break, 3 an error (DivergeUsage for usage, exit 2)."""
-    opened = open_gate(project, options)
+    return run_opened(project, open_gate(project, options), options)
+
+
+def run_opened(project: Project, opened: Opened, options: Options) -> int:
+    """The command on what the flags opened (ci/bench/bench_taps.py runs it on a case of its own)."""
     problems = before_run(project.config, opened.implementation)
     if problems:
         raise DefinitionError(problems)
     pool = _pool(project, opened.implementation)
     try:
-        reference, source = _reference(pool, project, opened, options)
-        if options.dump:  # recorded before the implementation runs: a reference is worth keeping whatever it does
-            _record(options.dump, reference, opened.case, source)
-        free, forced = _implementation_taps(pool, project, opened, reference)
-        divergence = localize(reference, free, forced, opened.gate.taps, opened.gate.policy)  # type: ignore[arg-type]
+        with tempfile.TemporaryDirectory(prefix="gates-diverge-") as folder:  # each side's taps, held on disk
+            reference, source = _reference(pool, project, opened, options)
+            if not isinstance(reference, TapFile):
+                reference = spill(reference, Path(folder) / "reference.safetensors")
+            if options.dump:  # recorded before the implementation runs: a reference is worth keeping whatever it does
+                _record(options.dump, reference, opened.case, source)
+            free, forced = _implementation_taps(pool, project, opened, reference, Path(folder))
+            divergence = localize(reference, free, forced, opened.gate.taps, opened.gate.policy)  # type: ignore[arg-type]
     except (DefinitionError, DivergeUsage):
         raise
     except GatesError as error:  # a worker lost, a side that raised or crashed, taps or a dump that cannot be used
@@ -174,7 +182,8 @@ def _pool(project: Project, implementation: Implementation) -> WorkerPool:
                                  max_buffer_bytes=config.max_tensor_bytes, sandbox=sandbox_for(config, implementation)))
 
 
-def _reference(pool: WorkerPool, project: Project, opened: Opened, options: Options) -> tuple[dict[str, Any], str]:
+def _reference(pool: WorkerPool, project: Project, opened: Opened,
+               options: Options) -> tuple[Mapping[str, Any], str]:
     """The reference's free-running taps (a recorded dump's, or a worker's answer) and what the reference is."""
     gate, case = opened.gate, opened.case
     if options.against.endswith(".safetensors"):
@@ -187,19 +196,31 @@ def _reference(pool: WorkerPool, project: Project, opened: Opened, options: Opti
     return reference, f"{'oracle ' if options.against == ORACLE else ''}{target.dotted}"
 
 
-def _record(path: str, reference: dict[str, Any], case: Case, source: str) -> None:
+def _record(path: str, reference: Mapping[str, Any], case: Case, source: str) -> None:
     try:
         write_dump(Path(path), reference, case.input[IDS_KEY], case.input[WEIGHTS_KEY], source)
     except OSError as error:
         raise TapDumpError(f"--dump {path}: {error}") from None
 
 
-def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened,
-                         reference: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The implementation's free-running taps, and its teacher-forced ones: the case's input with the gate's feed
-    key set to the reference's feed points."""
-    config, gate, case, taps = project.config, opened.gate, opened.case, opened.gate.taps
+def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened, reference: Mapping[str, Any],
+                         folder: Path) -> tuple[TapFile, TapFile]:
+    """The implementation's free-running taps, and its teacher-forced ones (the case's input with the gate's feed
+    key set to the reference's feed points), each held in a tap file in ``folder`` once answered."""
+    case, taps = opened.case, opened.gate.taps
     assert taps is not None
+    impl = impl_subject(pool, project, opened)
+    free = spill(_taps(impl.outcome(case.input), f"the implementation {impl.shown} (free-running)"),
+                 folder / "free.safetensors")
+    forced = spill(_taps(impl.outcome({**case.input, taps.feed: feed_of(reference, opened)}),
+                         f"the implementation {impl.shown} (teacher-forced)"), folder / "forced.safetensors")
+    return free, forced
+
+
+def impl_subject(pool: WorkerPool, project: Project, opened: Opened) -> Subject:
+    """What answers as the implementation: the gate's impl, the known-bad judged in its place, or the external
+    implementation's operation, each asked as `gates run` and `gates audit` ask it."""
+    config, gate = project.config, opened.gate
     impl = replace(Subject(pool, (opened.gate_file.path, "impl"), gate.impl, gate.build_impl,
                            gate.timeout or config.call_timeout, "impl"), judged=True)
     if opened.known_bad is not None:  # the planted defect answers in the known-bads' worker, as `gates audit` asks it
@@ -208,16 +229,21 @@ def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened,
     elif opened.implementation.external:  # as `gates run --impl NAME` asks it: the gate's operation, by name
         impl = replace(impl, build=None, operation=gate.operation, kinds=dict(config.error_kinds),
                        role=f"impl {opened.implementation.name}")
-    feed = {name: array for name, array in reference.items() if taps.is_feed_point(name)}
+    return impl
+
+
+def feed_of(reference: Mapping[str, Any], opened: Opened) -> dict[str, Any]:
+    """The teacher-forced run's feed: the reference's taps at the gate's feed points; DivergeError where it has none."""
+    taps = opened.gate.taps
+    assert taps is not None
+    feed = {name: reference[name] for name in reference if taps.is_feed_point(name)}
     if not feed:
         raise DivergeError(f"the reference reports no feed point ({', '.join(taps.feed_points)}) among its taps "
                            f"({', '.join(reference)}): nothing to teacher-force")
-    free = _taps(impl.outcome(case.input), f"the implementation {impl.shown} (free-running)")
-    forced = _taps(impl.outcome({**case.input, taps.feed: feed}), f"the implementation {impl.shown} (teacher-forced)")
-    return free, forced
+    return feed
 
 
-def _replayed(path: str, case: Case) -> dict[str, Any]:
+def _replayed(path: str, case: Case) -> TapFile:
     """A recorded dump's taps, refused unless recorded on the case's ids and weights."""
     dump = read_dump(Path(path))
     check_dump(dump, case.input[IDS_KEY], case.input[WEIGHTS_KEY], f"--against {path}")
