@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from _vllm_gates.checks import Outcome, Subject
 from _vllm_gates.config import Config, implementation_refused
@@ -26,7 +27,7 @@ from _vllm_gates.model import Case, Gate, GateFile, KnownBad, TargetRef
 from _vllm_gates.project import Project, unknown_name
 from _vllm_gates.reports import write_atomic
 from _vllm_gates.sandbox import sandbox_for
-from _vllm_gates.tap_dumps import TapDumpError, check_dump, read_dump, write_dump
+from _vllm_gates.tap_dumps import TapDumpError, TapFile, check_dump, read_dump, spill, write_dump
 from _vllm_gates.worker_pool import WorkerPool, WorkerSpec
 
 ORACLE = "oracle"
@@ -74,7 +75,11 @@ class Opened:
 def run_diverge(project: Project, options: Options) -> int:
     """The command: 0 no localized break, 1 a localized break, 3 an error, 7 the reference cannot run here (a skip,
     with the reason); DivergeUsage for usage, exit 2."""
-    opened = open_gate(project, options)
+    return run_opened(project, open_gate(project, options), options)
+
+
+def run_opened(project: Project, opened: Opened, options: Options) -> int:
+    """The command on what the flags opened (ci/bench/bench_taps.py runs it on a case of its own)."""
     problems = before_run(project.config, opened.implementation)
     if problems:
         raise DefinitionError(problems)
@@ -82,13 +87,16 @@ def run_diverge(project: Project, options: Options) -> int:
                "impl": judged_name(opened)}
     pool = _pool(project, opened.implementation)
     try:
-        reference, source = _reference(pool, project, opened, options)
-        if options.dump:  # recorded before the implementation runs: a reference is worth keeping whatever it does
-            _record(options.dump, reference, opened.case, source)
-        divergence = _localized(pool, project, opened, reference, opened.case.input)
-        title = (f"gates diverge {opened.gate_file.row} --gate {opened.gate.id} --case {opened.case.name}: "
-                 f"{judged_name(opened)} against {source}")
-        print(render_text(divergence, title), end="", flush=True)  # the full run's verdict, before any shrinking
+        with tempfile.TemporaryDirectory(prefix="gates-diverge-") as folder:  # each side's taps, held on disk
+            reference, source = _reference(pool, project, opened, options)
+            if not isinstance(reference, TapFile):
+                reference = spill(reference, Path(folder) / "reference.safetensors")
+            if options.dump:  # recorded before the implementation runs: a reference is worth keeping whatever it does
+                _record(options.dump, reference, opened.case, source)
+            divergence = _localized(pool, project, opened, reference, opened.case.input, Path(folder))
+            title = (f"gates diverge {opened.gate_file.row} --gate {opened.gate.id} --case {opened.case.name}: "
+                     f"{judged_name(opened)} against {source}")
+            print(render_text(divergence, title), end="", flush=True)  # the full run's verdict, before any shrinking
         shrunk = _shrunk(pool, project, opened, options, divergence)
     except (DefinitionError, DivergeUsage):
         raise
@@ -196,7 +204,8 @@ def _worker_path(config: Config) -> tuple[str, ...]:
     return tuple(dict.fromkeys([str(config.root)] + [str(config.root / entry) for entry in config.pythonpath]))
 
 
-def _reference(pool: WorkerPool, project: Project, opened: Opened, options: Options) -> tuple[dict[str, Any], str]:
+def _reference(pool: WorkerPool, project: Project, opened: Opened,
+               options: Options) -> tuple[Mapping[str, Any], str]:
     """The reference's free-running taps (a recorded dump's, or a worker's answer) and what the reference is."""
     if options.against.endswith(".safetensors"):
         return _replayed(options.against, opened.case), f"dump {options.against}"
@@ -233,17 +242,17 @@ def _reference_taps(subject: Subject, data: dict[str, Any], path: tuple[str, ...
     return _taps(outcome, f"the reference {subject.target.dotted}")
 
 
-def _record(path: str, reference: dict[str, Any], case: Case, source: str) -> None:
+def _record(path: str, reference: Mapping[str, Any], case: Case, source: str) -> None:
     try:
         write_dump(Path(path), reference, case.input[IDS_KEY], case.input[WEIGHTS_KEY], source)
     except OSError as error:
         raise TapDumpError(f"--dump {path}: {error}") from None
 
 
-def _localized(pool: WorkerPool, project: Project, opened: Opened, reference: dict[str, Any],
-               data: dict[str, Any]) -> Divergence:
-    """The localization of one input from the reference's taps on it."""
-    free, forced = _implementation_taps(pool, project, opened, reference, data)
+def _localized(pool: WorkerPool, project: Project, opened: Opened, reference: Mapping[str, Any],
+               data: dict[str, Any], folder: Path | None = None) -> Divergence:
+    """The localization of one input from the reference's taps on it (each side's taps held in ``folder``, if given)."""
+    free, forced = _implementation_taps(pool, project, opened, reference, data, folder)
     return localize(reference, free, forced, opened.gate.taps, opened.gate.policy)  # type: ignore[arg-type]
 
 
@@ -268,12 +277,27 @@ def _shrunk(pool: WorkerPool, project: Project, opened: Opened, options: Options
     return shrink(divergence, data, taps.layer, candidate)
 
 
-def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened, reference: dict[str, Any],
-                         data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The implementation's free-running taps on ``data``, and its teacher-forced ones: ``data`` with the gate's feed
-    key set to the reference's feed points."""
-    config, gate, taps = project.config, opened.gate, opened.gate.taps
+def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened, reference: Mapping[str, Any],
+                         data: dict[str, Any], folder: Path | None = None) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The implementation's free-running taps on ``data``, and its teacher-forced ones (``data`` with the gate's feed
+    key set to the reference's feed points); each held in a tap file in ``folder`` once answered, where one is given."""
+    taps = opened.gate.taps
     assert taps is not None
+    impl = impl_subject(pool, project, opened)
+    free: Mapping[str, Any] = _taps(impl.outcome(data), f"the implementation {impl.shown} (free-running)")
+    if folder is not None:
+        free = spill(free, folder / "free.safetensors")  # type: ignore[arg-type]
+    forced: Mapping[str, Any] = _taps(impl.outcome({**data, taps.feed: feed_of(reference, opened)}),
+                                      f"the implementation {impl.shown} (teacher-forced)")
+    if folder is not None:
+        forced = spill(forced, folder / "forced.safetensors")  # type: ignore[arg-type]
+    return free, forced
+
+
+def impl_subject(pool: WorkerPool, project: Project, opened: Opened) -> Subject:
+    """What answers as the implementation: the gate's impl, the known-bad judged in its place, or the external
+    implementation's operation, each asked as `gates run` and `gates audit` ask it."""
+    config, gate = project.config, opened.gate
     impl = replace(Subject(pool, (opened.gate_file.path, "impl"), gate.impl, gate.build_impl,
                            gate.timeout or config.call_timeout, "impl"), judged=True)
     if opened.known_bad is not None:  # the planted defect answers in the known-bads' worker, as `gates audit` asks it
@@ -282,16 +306,21 @@ def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened, ref
     elif opened.implementation.external:  # as `gates run --impl NAME` asks it: the gate's operation, by name
         impl = replace(impl, build=None, operation=gate.operation, kinds=dict(config.error_kinds),
                        role=f"impl {opened.implementation.name}")
-    feed = {name: array for name, array in reference.items() if taps.is_feed_point(name)}
+    return impl
+
+
+def feed_of(reference: Mapping[str, Any], opened: Opened) -> dict[str, Any]:
+    """The teacher-forced run's feed: the reference's taps at the gate's feed points; DivergeError where it has none."""
+    taps = opened.gate.taps
+    assert taps is not None
+    feed = {name: reference[name] for name in reference if taps.is_feed_point(name)}
     if not feed:
         raise DivergeError(f"the reference reports no feed point ({', '.join(taps.feed_points)}) among its taps "
                            f"({', '.join(reference)}): nothing to teacher-force")
-    free = _taps(impl.outcome(data), f"the implementation {impl.shown} (free-running)")
-    forced = _taps(impl.outcome({**data, taps.feed: feed}), f"the implementation {impl.shown} (teacher-forced)")
-    return free, forced
+    return feed
 
 
-def _replayed(path: str, case: Case) -> dict[str, Any]:
+def _replayed(path: str, case: Case) -> TapFile:
     """A recorded dump's taps, refused unless recorded on the case's ids and weights."""
     dump = read_dump(Path(path))
     check_dump(dump, case.input[IDS_KEY], case.input[WEIGHTS_KEY], f"--against {path}")

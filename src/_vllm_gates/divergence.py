@@ -155,7 +155,7 @@ def localize(reference: TapMap, free: TapMap, forced: TapMap, taps: Taps, policy
     _same_names(reference, forced, "the implementation's teacher-forced run")
     _same_dtypes(free, forced)
     tap_policy = _array_policy(policy)
-    judged = tuple(_tap(name, reference[name], free[name], forced[name], taps, tap_policy) for name in reference)
+    judged = tuple(_tap(name, reference, free, forced, taps, tap_policy) for name in reference)
     classification = classify(judged)
     if classification.kind == LOCALIZED_BREAK and classification.tap is not None:
         classification = replace(classification, ranks=rank_finding(classification.tap, forced, taps, tap_policy))
@@ -210,10 +210,15 @@ def _names(names: list[str]) -> str:
     return shown + (f", and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "") if names else "none"
 
 
-def _tap(name: str, reference: Any, free: Any, forced: Any, taps: Taps, policy: Policy) -> TapJudgement:
-    dtype = free.dtype.name
-    return TapJudgement(name, dtype, reference.dtype.name, tuple(free.shape), taps.layer_of(name), taps.is_feed_point(name),
-                        policy.describe_for(dtype), judge(policy, name, forced, reference), judge(policy, name, free, reference))
+def _tap(name: str, reference: TapMap, free: TapMap, forced: TapMap, taps: Taps, policy: Policy) -> TapJudgement:
+    """Tap ``name`` judged isolated, then accumulated: each side's array asked for in turn, so that taps read from a
+    file (tap_dumps.TapFile) hold one pair in memory at a time."""
+    expected = reference[name]
+    isolated = judge(policy, name, forced[name], expected)
+    actual = free[name]
+    dtype = actual.dtype.name
+    return TapJudgement(name, dtype, expected.dtype.name, tuple(actual.shape), taps.layer_of(name), taps.is_feed_point(name),
+                        policy.describe_for(dtype), isolated, judge(policy, name, actual, expected))
 
 
 def judge(policy: Policy, name: str, actual: Any, reference: Any) -> Judged:
@@ -251,7 +256,7 @@ def _first_divergence(reference: TapMap, free: TapMap, taps: Taps, policy: Polic
     if expected.ndim != 2 or expected.shape[1] < 2:
         raise DivergenceInputError(f"the logits tap {taps.logits!r} has shape {list(expected.shape)}: expected [T, V] "
                                    f"with V >= 2")
-    ref_ids = np.argmax(expected.astype(actual.dtype), axis=1)
+    ref_ids = np.argmax(expected.astype(actual.dtype, copy=False), axis=1)
     impl_ids = np.argmax(actual, axis=1)
     band, source = near_tie_band(policy, actual.dtype.name)
     differ = np.flatnonzero(ref_ids != impl_ids)

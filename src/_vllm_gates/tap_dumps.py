@@ -9,10 +9,11 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from _vllm_gates.errors import GatesError
-from _vllm_gates.safetensors_file import CARRIED, METADATA, FixtureFileError, read_data, read_header, read_metadata
+from _vllm_gates.safetensors_file import CARRIED, METADATA, FixtureFileError, StoredTensor, read_data, read_header, \
+    read_metadata
 from _vllm_gates.tensors import numpy_dtype
 
 FORMAT = "vllm-gates/taps/1"
@@ -28,7 +29,7 @@ class TapDump:
     """A replayed reference: its taps in forward order, the ids and weights fingerprint it was recorded on, and
     what recorded it."""
 
-    taps: dict[str, Any]
+    taps: TapFile
     ids: tuple[int, ...]
     fingerprint: str
     source: str
@@ -59,21 +60,20 @@ def ids_of(ids: Any) -> tuple[int, ...]:
 def write_dump(path: Path, taps: Mapping[str, Any], ids: Any, weights: Mapping[str, Any], source: str) -> None:
     """The taps (forward order) written to ``path`` atomically, with the ids, the weights' fingerprint, the order and
     ``source`` (what recorded them) in the header's metadata."""
-    import numpy as np
+    write_taps(path, taps, {"ids": json.dumps(list(ids_of(ids))), "weights_sha256": weights_fingerprint(weights),
+                            "source": source})
 
+
+def write_taps(path: Path, taps: Mapping[str, Any], metadata: Mapping[str, str]) -> None:
+    """The taps (forward order) written to ``path`` atomically with ``metadata``, the format and the order in the
+    header; each tap written from its own memory, one at a time, so that a lazy ``taps`` (a TapFile) is never held
+    whole and no tap is copied to bytes first."""
     entries: dict[str, Any] = {}
-    buffers, offset = [], 0
-    for name, value in taps.items():
-        array = np.ascontiguousarray(value)
-        stored = STORED.get(array.dtype.name)
-        if stored is None:
-            raise TapDumpError(f"tap {name!r} has dtype {array.dtype.name}, which a dump cannot hold ({', '.join(STORED)})")
-        data = array.tobytes()
-        entries[name] = {"dtype": stored, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
-        buffers.append(data)
-        offset += len(data)
-    entries[METADATA] = {"format": FORMAT, "ids": json.dumps(list(ids_of(ids))), "weights_sha256": weights_fingerprint(weights),
-                         "order": json.dumps(list(taps)), "source": source}
+    offset = 0
+    for name in taps:  # the header first: every tap's dtype and shape
+        entries[name] = _entry(name, taps[name], offset)
+        offset = entries[name]["data_offsets"][1]
+    entries[METADATA] = {**metadata, "format": FORMAT, "order": json.dumps(list(taps))}
     header = json.dumps(entries).encode()
     header += b" " * (-len(header) % 8)
     folder = path.parent if str(path.parent) else Path(".")
@@ -81,35 +81,92 @@ def write_dump(path: Path, taps: Mapping[str, Any], ids: Any, weights: Mapping[s
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(len(header).to_bytes(8, "little") + header)
-            for data in buffers:
-                out.write(data)
+            for name in taps:
+                _write_tap(out, taps[name])
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
 
 
-def read_dump(path: Path) -> TapDump:
-    """A dump's taps and what they were recorded on; TapDumpError naming the file and its problem."""
+def _entry(name: str, array: Any, offset: int) -> dict[str, Any]:
+    """The header entry of ``array`` stored at ``offset``; TapDumpError for a dtype the format cannot hold."""
+    stored = STORED.get(array.dtype.name)
+    if stored is None:
+        raise TapDumpError(f"tap {name!r} has dtype {array.dtype.name}, which a dump cannot hold ({', '.join(STORED)})")
+    return {"dtype": stored, "shape": list(array.shape), "data_offsets": [offset, offset + int(array.nbytes)]}
+
+
+def _write_tap(out: Any, array: Any) -> None:
+    """``array``'s bytes, row-major little-endian, written from its own memory where it is already so."""
     import numpy as np
 
+    data = np.ascontiguousarray(array)
+    if data.dtype.byteorder == ">":
+        data = data.astype(data.dtype.newbyteorder("<"))
+    out.write(memoryview(data.reshape(-1).view(np.uint8)))
+
+
+class TapFile(Mapping[str, Any]):
+    """The taps of a tap file, in its order, each read from the file when asked for (a fresh read-only array): only
+    the taps in use are in memory (docs/divergence.md, "What it runs")."""
+
+    def __init__(self, path: Path, entries: Mapping[str, StoredTensor], order: tuple[str, ...]) -> None:
+        self.path, self._entries, self._order = path, dict(entries), order
+
+    def __getitem__(self, name: str) -> Any:
+        import numpy as np
+
+        entry = self._entries[name]
+        try:
+            data = read_data(self.path, entry)
+        except (OSError, FixtureFileError) as error:
+            raise TapDumpError(f"{self.path}: tap {name!r} could not be read: {error}") from None
+        array = np.frombuffer(data, dtype=numpy_dtype(CARRIED[entry.dtype])).reshape(entry.shape)
+        array.flags.writeable = False
+        return array
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+
+def spill(taps: Mapping[str, Any], path: Path) -> TapFile:
+    """``taps`` written to ``path`` and opened as a TapFile: what a side answered, held on disk while the judge waits
+    for the next side and judges tap by tap (docs/divergence.md)."""
+    try:
+        write_taps(path, taps, {})
+    except OSError as error:
+        raise TapDumpError(f"the taps could not be held on disk at {path}: {error}") from None
+    return _opened(path)[0]
+
+
+def read_dump(path: Path) -> TapDump:
+    """A dump's taps (read when used) and what they were recorded on; TapDumpError naming the file and its problem."""
+    taps, metadata = _opened(path)
+    try:
+        ids = json.loads(metadata["ids"])
+        return TapDump(taps, tuple(int(i) for i in ids), str(metadata["weights_sha256"]), str(metadata.get("source", "")))
+    except (KeyError, ValueError, TypeError) as error:
+        raise TapDumpError(f"{path}: its metadata is not a tap dump's ({type(error).__name__}: {error})") from None
+
+
+def _opened(path: Path) -> tuple[TapFile, dict[str, str]]:
+    """A tap file's taps and its metadata, its format, order and dtypes checked; TapDumpError naming the file."""
     try:
         metadata = read_metadata(path)
         entries = read_header(path)
         if metadata.get("format") != FORMAT:
             raise TapDumpError(f"{path}: not a tap dump (its metadata names format {metadata.get('format')!r}, not {FORMAT!r})")
-        ids, order = json.loads(metadata["ids"]), json.loads(metadata["order"])
-        if sorted(order) != sorted(entries):
+        order = json.loads(metadata["order"])
+        if not isinstance(order, list) or sorted(order) != sorted(entries):
             raise TapDumpError(f"{path}: its metadata orders the taps {order}, but it holds {sorted(entries)}")
-        taps = {}
         for name in order:
-            entry = entries[name]
-            if entry.dtype not in CARRIED:
-                raise TapDumpError(f"{path}: tap {name!r} has dtype {entry.dtype}, not one of {', '.join(CARRIED)}")
-            array = np.frombuffer(read_data(path, entry), dtype=numpy_dtype(CARRIED[entry.dtype])).reshape(entry.shape)
-            array.flags.writeable = False
-            taps[name] = array
-        return TapDump(taps, tuple(int(i) for i in ids), str(metadata["weights_sha256"]), str(metadata.get("source", "")))
+            if entries[name].dtype not in CARRIED:
+                raise TapDumpError(f"{path}: tap {name!r} has dtype {entries[name].dtype}, not one of {', '.join(CARRIED)}")
+        return TapFile(path, entries, tuple(order)), metadata
     except FixtureFileError as error:
         raise TapDumpError(f"{path}: {error}") from None
     except (KeyError, ValueError, TypeError) as error:

@@ -16,7 +16,7 @@ from _vllm_gates.compare import _key_token, strict_equal
 from _vllm_gates.policies import ALLCLOSE_DEFAULTS, PerDtype, Policy, allclose_tolerances, for_dtype
 from _vllm_gates.render import render_value, value_kind
 
-CHUNK = 1 << 20  # elements per step: a float64 temporary is 8 MiB
+CHUNK = 1 << 17  # elements per step: a float64 temporary is 1 MiB
 WORST = 5  # the worst elements a report names per array
 SHORT_INTS = 8  # a differing list of at most this many ints (a range, a shape) is reported whole, both sides shown
 SHOWN = 200  # characters of a value a difference's text shows

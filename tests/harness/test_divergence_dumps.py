@@ -3,14 +3,21 @@ the weights' fingerprint; read back bit for bit in forward order; refused on oth
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+from _vllm_gates.divergence import localize
+from _vllm_gates.errors import Location
+from _vllm_gates.model import Taps
+from _vllm_gates.policies import Policy
 from _vllm_gates.safetensors_file import read_metadata
-from _vllm_gates.tap_dumps import FORMAT, TapDumpError, check_dump, read_dump, weights_fingerprint, write_dump
+from _vllm_gates.tolerance import CHUNK
+from _vllm_gates.tap_dumps import FORMAT, TapDumpError, TapFile, check_dump, read_dump, spill, weights_fingerprint, \
+    write_dump
 
 pytestmark = pytest.mark.cpu
 
@@ -94,3 +101,50 @@ def test_a_file_that_is_not_a_dump_or_is_truncated_is_refused(tmp_path: Path) ->
     (tmp_path / "plain.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 4)
     with pytest.raises(TapDumpError, match="plain.safetensors: not a tap dump"):
         read_dump(tmp_path / "plain.safetensors")
+
+
+def test_spilled_taps_are_read_from_disk_when_asked_bit_for_bit_in_forward_order(tmp_path: Path) -> None:
+    spilled = spill(taps(), tmp_path / "free.safetensors")
+    assert isinstance(spilled, TapFile) and list(spilled) == list(taps()) and len(spilled) == 4
+    first, again = spilled["logits"], spilled["logits"]
+    assert first is not again and not first.flags.writeable  # a fresh read-only array each time: nothing kept
+    for name, value in taps().items():
+        assert spilled[name].dtype == value.dtype and spilled[name].tobytes() == value.tobytes()
+    write_dump(tmp_path / "ref.safetensors", spilled, IDS, weights(), "oracle")  # a dump written from a tap file
+    assert [read_dump(tmp_path / "ref.safetensors").taps[name].tobytes() for name in taps()] == \
+        [value.tobytes() for value in taps().values()]
+
+
+def test_a_tap_file_that_shrinks_after_it_was_opened_is_an_error_naming_the_tap(tmp_path: Path) -> None:
+    path = tmp_path / "free.safetensors"
+    spilled = spill(taps(), path)
+    path.write_bytes(path.read_bytes()[:-3])
+    with pytest.raises(TapDumpError, match=r"free.safetensors: tap 'logits' could not be read: ended after 317 of the "
+                                           r"320 bytes"):
+        spilled["logits"]
+    assert spilled["embed"].tobytes() == taps()["embed"].tobytes()
+
+
+def _many(count: int, elements: int) -> dict[str, np.ndarray]:
+    return {f"layers.{i}.out": np.full(elements, i, dtype=np.float32) for i in range(count)}
+
+
+def test_writing_and_judging_tap_files_holds_one_tap_at_a_time_not_the_whole_model(tmp_path: Path) -> None:
+    count, elements = 32, 1 << 18  # 32 taps of 1 MiB a side
+    one = 4 * elements
+    spilled = {side: spill(_many(count, elements), tmp_path / f"{side}.safetensors") for side in ("ref", "free", "forced")}
+    tracemalloc.start()
+    try:
+        write_dump(tmp_path / "dump.safetensors", spilled["ref"], IDS, weights(), "oracle")
+        written = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        found = localize(spilled["ref"], spilled["free"], spilled["forced"],
+                         Taps("feed", ("layers.{i}.attn.in",), "layers.{i}.", None, Location("gate.yaml", 1, 1)),
+                         Policy("nmse", max=1e-10))
+        judged = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not found.broke and len(found.taps) == count
+    assert written < 2 * one  # each tap read and written alone, of 32 MiB
+    # one pair and the comparison's float64 temporaries of tolerance.CHUNK elements; the three sides are 96 MiB
+    assert judged < 2 * one + 12 * 8 * CHUNK < count * one / 2

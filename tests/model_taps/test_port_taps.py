@@ -56,6 +56,13 @@ def test_the_greedy_decode_records_and_feeds_nothing(tiny):
     assert torch.equal(hidden, _run(tiny)["norm.in"])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_untapped_forward_gives_the_tapped_ones_logits_alone_bit_for_bit(tiny, dtype):
+    untapped = qwen3_taps.decoder_logits(TINY, tiny, IDS, 2, dtype)
+    assert list(untapped) == ["logits"] and untapped["logits"].dtype == torch.float32
+    assert torch.equal(untapped["logits"], qwen3_taps.decoder_taps(TINY, tiny, IDS, 2, dtype)["logits"])
+
+
 def test_feeding_a_point_its_own_stream_changes_no_tap(tiny):
     free = _run(tiny)
     fed = _run(tiny, {name: free[name].clone() for name in ("layers.0.mlp.in", "layers.1.attn.in", "norm.in")})

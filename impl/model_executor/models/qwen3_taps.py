@@ -42,11 +42,22 @@ def tapped_forward(model: qwen3.RankModel, ids: torch.Tensor, feed: Mapping[str,
     return recorder.taps
 
 
-def rank_taps(rank: int, tp: int, run: TapsRun) -> dict[str, torch.Tensor]:
-    """The rank function run_on_ranks calls: cast the weights, cut this rank's shards, run the tapped forward."""
+def _rank_model(rank: int, tp: int, run: TapsRun) -> qwen3.RankModel:
+    """On a rank, one thread: the weights cast to the compute dtype, this rank's shards cut."""
     torch.set_num_threads(1)
     weights = {name: tensor.to(run.dtype) for name, tensor in run.weights.items()}
-    return tapped_forward(qwen3.rank_model(run.config, weights, tp, rank), run.ids, run.feed, run.rank_partials)
+    return qwen3.rank_model(run.config, weights, tp, rank)
+
+
+def rank_taps(rank: int, tp: int, run: TapsRun) -> dict[str, torch.Tensor]:
+    """The rank function run_on_ranks calls: cast the weights, cut this rank's shards, run the tapped forward."""
+    return tapped_forward(_rank_model(rank, tp, run), run.ids, run.feed, run.rank_partials)
+
+
+def rank_logits(rank: int, tp: int, run: TapsRun) -> dict[str, torch.Tensor]:
+    """rank_taps' forward with nothing recorded and nothing fed (NO_TAPS): the logits alone, float32."""
+    model = _rank_model(rank, tp, run)
+    return {"logits": qwen3.head(model, qwen3.decoder(model, run.ids)).float()}
 
 
 def _agreed(results: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -84,3 +95,10 @@ def decoder_taps(config: Mapping[str, Any], weights: Mapping[str, Any], ids: Any
     attn.v, attn.out, mlp.in, mlp.out, out, then norm.in, norm.out, logits float32 [T, vocab]; with ``rank_partials``
     each rank's partial before attn.out and mlp.out) (MT-1.x to MT-3.x)."""
     return run_taps(config, weights, ids, tp, dtype, feed, rank_partials, rank_taps)
+
+
+def decoder_logits(config: Mapping[str, Any], weights: Mapping[str, Any], ids: Any, tp: int = 1,
+                   dtype: str = "float32") -> dict[str, torch.Tensor]:
+    """decoder_taps' forward untapped: {logits float32 [T, vocab]} over the same checked inputs, ranks and layer code,
+    nothing recorded (the baseline a tapped forward is timed against: ci/bench/bench_taps.py)."""
+    return run_taps(config, weights, ids, tp, dtype, None, False, rank_logits)
