@@ -29,16 +29,16 @@ def planted_driver() -> Path:
     return build_driver(PLANTED_BUILD, "-DGATES_PLANT_LAYER_DEFECTS")
 
 
-def _diverge(driver: Path, settings: dict[str, str], case: str, tmp_path: Path,
-             capsys: pytest.CaptureFixture[str]) -> tuple[int, str, dict]:
-    """`gates diverge MODEL-TAPS --gate decoder-taps --case CASE --impl under-test`, the implementation `under-test`
-    being ``driver`` with ``settings``, declared beside the project's own: (exit code, its output, its JSON report)."""
+def _diverge(driver: Path, settings: dict[str, str], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+             gate: str = "decoder-taps") -> tuple[int, str, dict]:
+    """`gates diverge MODEL-TAPS --gate GATE --case CASE --impl under-test`, the implementation `under-test` being
+    ``driver`` with ``settings``, declared beside the project's own: (exit code, its output, its JSON report)."""
     config = load_config(ROOT)
     assert config is not None
     under_test = Implementation("under-test", command=(str(driver),), settings=tuple(sorted(settings.items())))
     project = load_project(dataclasses.replace(config, implementations=config.implementations + (under_test,)))
     report = tmp_path / "diverge.json"
-    code = run_diverge(project, Options("MODEL-TAPS", "decoder-taps", case, impl="under-test", json=str(report)))
+    code = run_diverge(project, Options("MODEL-TAPS", gate, case, impl="under-test", json=str(report)))
     captured = capsys.readouterr()
     return code, captured.out + captured.err, (json.loads(report.read_text(encoding="utf-8")) if report.exists() else {})
 
@@ -52,6 +52,29 @@ def test_each_planted_defect_is_a_localized_break_at_its_layer_and_tap(
     assert code == 1, out[-3000:]
     assert f"LOCALIZED BREAK at layer {known_bad.PLANTED_LAYER}, tap {tap}:" in out, out[-3000:]
     assert report["impl"] == "under-test" and report["exit_code"] == 1
+
+
+def test_a_rank_partial_dropped_by_the_reduce_is_named_with_its_rank(planted_driver: Path, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    name = "o-proj-partial-dropped"
+    code, out, report = _diverge(planted_driver, {"planted-defect": name}, "four-layers-tp2-rank-partials", tmp_path,
+                                 capsys, gate="decoder-rank-partials")
+    tap, rank = known_bad.RANK_FIRST_TAP[name]
+    layer = known_bad.PLANTED_LAYER
+    assert code == 1, out[-3000:]
+    assert f"LOCALIZED BREAK at layer {layer}, rank {rank}, tap layers.{layer}.{tap}:" in out, out[-3000:]
+    assert f"rank {rank}'s partial is missing from the reduce" in out, out[-3000:]  # its partial gathered, right
+    found = report["classification"]
+    assert (found["layer"], found["rank"], found["tap"]) == (layer, rank, f"layers.{layer}.{tap}")
+
+
+def test_the_unplanted_port_with_its_partials_is_drift(driver: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, report = _diverge(driver, {}, "four-layers-tp2-rank-partials", tmp_path, capsys,
+                                 gate="decoder-rank-partials")
+    assert code == 0 and "DRIFT, no localized break" in out, out[-3000:]
+    assert report["classification"]["rank"] is None
+    assert any(".rank1" in tap["name"] for tap in report["taps"])  # the partials were judged
 
 
 def test_a_rank_partial_dropped_at_tp_1_drops_nothing(planted_driver: Path, tmp_path: Path,

@@ -1,10 +1,13 @@
 // The decoder-taps operation of MODEL-TAPS (gates/rows/model_taps/operations.yaml; spec/model-taps.md):
 //   decoder-taps {config, weights (as tp-model-greedy's), ids int64 [T], tp, dtype ("float32" | "bfloat16" |
-//                 "float16", default float32), feed (optional: feed point -> float tensor [T, hidden])}
+//                 "float16", default float32), feed (optional: feed point -> float tensor [T, hidden]),
+//                 rank_partials (optional bool, default false)}
 //     -> {tap name -> tensor} in forward order as rank 0 holds them (vllm/model_executor/models/qwen3.h
-//        Qwen3DecoderTaps on tp rank threads): every tap in dtype, logits float32.
+//        Qwen3DecoderTaps on tp rank threads): every tap in dtype, logits float32; with rank_partials, each rank's
+//        partial before each all-reduce too (MT-1.6).
 // Inputs are checked before any rank runs, in the Python port's order and words (impl/model_executor/models/
-// qwen3_taps.py, taps_inputs.py): config, weights, ids (and T <= max_position), tp and the shard plan, dtype, feed.
+// qwen3_taps.py, taps_inputs.py): config, weights, ids (and T <= max_position), tp and the shard plan, dtype, feed,
+// rank_partials.
 #include <regex>
 #include <stdexcept>
 #include <string>
@@ -42,6 +45,13 @@ ComputeDtype parse_dtype(const Value& value) {
   for (const auto& [name, dtype] : kDtypes)
     if (value.is_string() && value.get<std::string>() == name) return dtype;
   throw std::invalid_argument("dtype must be one of float32, bfloat16, float16, got " + gates::py_repr(value));
+}
+
+// Whether the ranks' partials are tapped (MT-1.6); the value and its type quoted unless a bool.
+bool parse_rank_partials(const Value& value) {
+  if (!value.is_boolean())
+    throw std::invalid_argument("rank_partials must be a bool, got " + gates::py_repr(value) + " (" + gates::py_type_name(value) + ")");
+  return value.get<bool>();
 }
 
 bool is_float_tensor_dtype(gates::DType dtype) {
@@ -114,11 +124,12 @@ Value decoder_taps(const Value& input) {
   const ComputeDtype dtype = parse_dtype(gates::tp::member_or(input, "dtype", "float32"));
   const me::Feed feed = parse_feed(gates::tp::member_or(input, "feed", nullptr), config,
                                    static_cast<std::int64_t>(ids.size()), dtype.precision);
+  const bool rank_partials = parse_rank_partials(gates::tp::member_or(input, "rank_partials", false));
 #ifdef GATES_PLANT_LAYER_DEFECTS
   me::planted::Choose(gates::setting("planted-defect", ""));
 #endif
   Value out = Value::object();
-  for (const auto& [name, tap] : me::Qwen3DecoderTaps(tp, config, weights, ids, feed, dtype.precision))
+  for (const auto& [name, tap] : me::Qwen3DecoderTaps(tp, config, weights, ids, feed, dtype.precision, rank_partials))
     out[name] = tap_value(tap, name == "logits" ? gates::DType::Float32 : dtype.wire);
   return out;
 }

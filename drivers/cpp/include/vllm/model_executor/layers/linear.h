@@ -8,6 +8,7 @@
 // std::invalid_argument as BuildShardPlan does (TP-4.8).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -52,6 +53,10 @@ class ColumnParallelLinear {
   int tp_;
 };
 
+// Sees a row-parallel layer's partial [tokens, out] on its rank, before the all-reduce: every rank's observer at the
+// same point, so it may run a collective of its own (a tap recorder gathers the ranks' partials, MT-1.6). Empty: none.
+using PartialObserver = std::function<void(const HostTensor& partial)>;
+
 // RowParallelLinear at rank `rank` of `tp` (TP-4.2): columns [r·in/tp, (r+1)·in/tp) of weight [out, in]; the whole
 // bias [out] (or none) on rank 0 only.
 class RowParallelLinear {
@@ -65,7 +70,9 @@ class RowParallelLinear {
   HostTensor Partial(const HostTensor& x_parallel, Precision precision) const;
   // The ranks' partials all-reduced, stored in the layer's precision: [tokens, out] on every rank.
   TensorPtr Reduce(const TensorParallel& tp, HostTensor partial, Precision precision) const;
-  TensorPtr Forward(const TensorParallel& tp, const HostTensor& x_parallel, Precision precision) const;
+  // The partial, shown to `observe` (if any), then reduced.
+  TensorPtr Forward(const TensorParallel& tp, const HostTensor& x_parallel, Precision precision,
+                    const PartialObserver& observe = {}) const;
 
  private:
   LoadedWeight weight_;
@@ -84,9 +91,10 @@ TensorPtr ColumnParallelForward(const TensorParallel& tp, const HostTensor& x, c
 HostTensor SplitLastDim(const TensorParallel& tp, const HostTensor& x);
 
 // RowParallelLinear's forward on the rank's input_parallel [tokens, in/tp]: times the same columns of weight
-// [out, in]; rank 0 alone adds the bias (TP-4.2); the partial sums all-reduced, [tokens, out] on every rank.
+// [out, in]; rank 0 alone adds the bias (TP-4.2); the partial sums all-reduced, [tokens, out] on every rank. The
+// rank's partial is shown to `observe` (if any) before the reduce.
 TensorPtr RowParallelForward(const TensorParallel& tp, const HostTensor& x_parallel, const HostTensor& weight,
-                             const HostTensor* bias, Precision precision);
+                             const HostTensor* bias, Precision precision, const PartialObserver& observe = {});
 
 // The unsharded q/k/v projections of QKVParallelLinear ([Hq·D, hidden], [Hkv·D, hidden] twice) and their biases
 // (all three or none).
@@ -158,8 +166,9 @@ class ParallelMlp {
   HostTensor GateUp(const HostTensor& x, Precision precision) const;
   // silu(gate)·up of a GateUp result: [tokens, ffn/tp], down's input_parallel.
   HostTensor Activation(const HostTensor& gate_up, Precision precision) const;
-  // down(silu(gate)·up) all-reduced: [tokens, hidden] on every rank.
-  TensorPtr Forward(const TensorParallel& tp, const HostTensor& x, Precision precision) const;
+  // down(silu(gate)·up) all-reduced: [tokens, hidden] on every rank; down's partial shown to `observe` (if any) first.
+  TensorPtr Forward(const TensorParallel& tp, const HostTensor& x, Precision precision,
+                    const PartialObserver& observe = {}) const;
 
  private:
   LoadedWeight gate_up_;
@@ -167,8 +176,10 @@ class ParallelMlp {
 };
 
 // The MLP's forward: gate_up as MergedColumnParallelLinear (TP-4.4), silu(gate)·up, down_proj row-parallel without
-// bias and all-reduced: [tokens, hidden] on every rank.
+// bias and all-reduced: [tokens, hidden] on every rank. down_proj's partial is shown to `observe` (if any) before the
+// reduce.
 TensorPtr ParallelMlpForward(const TensorParallel& tp, const HostTensor& x, const HostTensor& gate_weight,
-                             const HostTensor& up_weight, const HostTensor& down_weight, Precision precision);
+                             const HostTensor& up_weight, const HostTensor& down_weight, Precision precision,
+                             const PartialObserver& observe = {});
 
 }  // namespace vllm::model_executor

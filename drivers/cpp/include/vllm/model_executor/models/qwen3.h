@@ -73,13 +73,16 @@ Qwen3Weights Qwen3WeightsIn(const Qwen3Weights& weights, Precision precision);
 // One rank's taps of one forward over `ids` (positions 0..T-1) in `precision`, its weights already in it
 // (Qwen3WeightsIn), the residual stream replaced by `feed`'s arrays at its feed points (MT-1.x, MT-2.x): embed, per
 // layer attn.in, attn.k, attn.v, attn.out, mlp.in, mlp.out, out, then norm.in, norm.out and logits (float32 values of
-// the dtype's). The caller checked config, weights, ids (T <= max_position) and the feed.
+// the dtype's); with `rank_partials`, every rank's partial before each of a layer's all-reduces just before the
+// reduced tap, attn.out.rank{r} and mlp.out.rank{r} in rank order (MT-1.6). The caller checked config, weights, ids
+// (T <= max_position) and the feed.
 Taps Qwen3TapsOnRank(const TensorParallel& tp, const Qwen3Config& config, const Qwen3Weights& weights,
-                     const std::vector<std::int64_t>& ids, const Feed& feed, Precision precision);
+                     const std::vector<std::int64_t>& ids, const Feed& feed, Precision precision,
+                     bool rank_partials = false);
 
 // The taps on tp rank threads, as rank 0 holds them; every rank must report the same names and bits, else
 // std::runtime_error naming the rank and the tap. The shard plan's refusal comes before any rank thread starts.
 Taps Qwen3DecoderTaps(int tp, const Qwen3Config& config, const Qwen3Weights& weights, const std::vector<std::int64_t>& ids,
-                      const Feed& feed, Precision precision);
+                      const Feed& feed, Precision precision, bool rank_partials = false);
 
 }  // namespace vllm::model_executor

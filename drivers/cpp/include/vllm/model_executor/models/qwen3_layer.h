@@ -24,14 +24,16 @@ struct Qwen3LayerWeights {
 };
 
 // The steps of one layer: the RoPE base, every RMSNorm of the layer (x's elements in groups of weight's width),
-// o_proj on the attention heads' output (all-reduced, [T, hidden]) and the MLP (all-reduced, [T, hidden]).
+// o_proj on the attention heads' output (all-reduced, [T, hidden]) and the MLP (all-reduced, [T, hidden]), each
+// showing its rank's partial to `observe` (if any) before the all-reduce (the partial the rank computed, whatever the
+// reduce then does with it).
 struct Qwen3LayerSteps {
   double rope_theta = 0.0;
   HostTensor (*rms_norm)(const HostTensor& x, const HostTensor& weight, double eps, Precision precision) = nullptr;
   TensorPtr (*o_proj)(const TensorParallel& tp, const HostTensor& attention, const Qwen3LayerWeights& weights,
-                      Precision precision) = nullptr;
-  TensorPtr (*mlp)(const TensorParallel& tp, const HostTensor& x, const Qwen3LayerWeights& weights,
-                   Precision precision) = nullptr;
+                      Precision precision, const PartialObserver& observe) = nullptr;
+  TensorPtr (*mlp)(const TensorParallel& tp, const HostTensor& x, const Qwen3LayerWeights& weights, Precision precision,
+                   const PartialObserver& observe) = nullptr;
 };
 
 }  // namespace vllm::model_executor

@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace vllm::model_executor {
 namespace {
@@ -85,8 +86,11 @@ TensorPtr RowParallelLinear::Reduce(const TensorParallel& tp, HostTensor partial
   return sum;
 }
 
-TensorPtr RowParallelLinear::Forward(const TensorParallel& tp, const HostTensor& x_parallel, Precision precision) const {
-  return Reduce(tp, Partial(x_parallel, precision), precision);
+TensorPtr RowParallelLinear::Forward(const TensorParallel& tp, const HostTensor& x_parallel, Precision precision,
+                                     const PartialObserver& observe) const {
+  HostTensor partial = Partial(x_parallel, precision);
+  if (observe) observe(partial);
+  return Reduce(tp, std::move(partial), precision);
 }
 
 TensorPtr ColumnParallelForward(const TensorParallel& tp, const HostTensor& x, const HostTensor& weight,
@@ -99,8 +103,8 @@ HostTensor SplitLastDim(const TensorParallel& tp, const HostTensor& x) {
 }
 
 TensorPtr RowParallelForward(const TensorParallel& tp, const HostTensor& x_parallel, const HostTensor& weight,
-                             const HostTensor* bias, Precision precision) {
-  return RowParallelLinear(weight, bias, tp.rank(), tp.tp_size()).Forward(tp, x_parallel, precision);
+                             const HostTensor* bias, Precision precision, const PartialObserver& observe) {
+  return RowParallelLinear(weight, bias, tp.rank(), tp.tp_size()).Forward(tp, x_parallel, precision, observe);
 }
 
 QkvParallelLinear::QkvParallelLinear(const QkvProjections& p, const QkvHeadsGeometry& g, int rank, int tp,
@@ -152,13 +156,15 @@ HostTensor ParallelMlp::Activation(const HostTensor& gate_up, Precision precisio
   return gate;
 }
 
-TensorPtr ParallelMlp::Forward(const TensorParallel& tp, const HostTensor& x, Precision precision) const {
-  return down_.Forward(tp, Activation(GateUp(x, precision), precision), precision);  // down_proj on the rank's activation
+TensorPtr ParallelMlp::Forward(const TensorParallel& tp, const HostTensor& x, Precision precision,
+                               const PartialObserver& observe) const {
+  return down_.Forward(tp, Activation(GateUp(x, precision), precision), precision, observe);  // down_proj on the rank's activation
 }
 
 TensorPtr ParallelMlpForward(const TensorParallel& tp, const HostTensor& x, const HostTensor& gate_weight,
-                             const HostTensor& up_weight, const HostTensor& down_weight, Precision precision) {
-  return ParallelMlp(gate_weight, up_weight, down_weight, tp.rank(), tp.tp_size()).Forward(tp, x, precision);
+                             const HostTensor& up_weight, const HostTensor& down_weight, Precision precision,
+                             const PartialObserver& observe) {
+  return ParallelMlp(gate_weight, up_weight, down_weight, tp.rank(), tp.tp_size()).Forward(tp, x, precision, observe);
 }
 
 }  // namespace vllm::model_executor

@@ -38,18 +38,22 @@ HostTensor InBFloat16(const HostTensor& tensor) {
   return out;
 }
 
-TensorPtr MlpInBFloat16(const TensorParallel& tp, const HostTensor& x, const Qwen3LayerWeights& w, Precision precision) {
+TensorPtr MlpInBFloat16(const TensorParallel& tp, const HostTensor& x, const Qwen3LayerWeights& w, Precision precision,
+                        const PartialObserver& observe) {
   const ParallelMlp mlp(InBFloat16(*w.gate), InBFloat16(*w.up), InBFloat16(*w.down), tp.rank(), tp.tp_size());
   const Precision narrow = Precision::kBFloat16;
   HostTensor partial = mlp.down().Partial(mlp.Activation(mlp.GateUp(InBFloat16(x), narrow), narrow), narrow);
   RoundInPlace(precision, partial);
+  if (observe) observe(partial);
   return mlp.down().Reduce(tp, std::move(partial), precision);
 }
 
+// Rank 1's partial is right (shown to `observe` as computed); the reduce is handed zeros in its place.
 TensorPtr OProjRank1Dropped(const TensorParallel& tp, const HostTensor& attention, const Qwen3LayerWeights& w,
-                            Precision precision) {
+                            Precision precision, const PartialObserver& observe) {
   const RowParallelLinear o_proj(*w.o_proj, w.o_bias, tp.rank(), tp.tp_size());
   HostTensor partial = o_proj.Partial(attention, precision);
+  if (observe) observe(partial);
   if (tp.rank() == 1) std::fill(partial.data.begin(), partial.data.end(), 0.0f);
   return o_proj.Reduce(tp, std::move(partial), precision);
 }

@@ -128,18 +128,23 @@ Qwen3LayerWeights LayerWeights(const Qwen3Config& c, const Qwen3Weights& w, int 
   return out;
 }
 
-// o_proj, RowParallelLinear on the rank's heads, its bias on rank 0 (TP-5.2): [T, hidden] all-reduced.
-TensorPtr OProj(const TensorParallel& tp, const HostTensor& attention, const Qwen3LayerWeights& w, Precision p) {
-  return RowParallelForward(tp, attention, *w.o_proj, w.o_bias, p);
+// o_proj, RowParallelLinear on the rank's heads, its bias on rank 0 (TP-5.2): [T, hidden] all-reduced, the rank's
+// partial shown to `observe` first.
+TensorPtr OProj(const TensorParallel& tp, const HostTensor& attention, const Qwen3LayerWeights& w, Precision p,
+                const PartialObserver& observe) {
+  return RowParallelForward(tp, attention, *w.o_proj, w.o_bias, p, observe);
 }
 
-// The MLP: gate_up, silu(gate)·up, down_proj (TP-4.4, TP-4.2): [T, hidden] all-reduced.
-TensorPtr Mlp(const TensorParallel& tp, const HostTensor& x, const Qwen3LayerWeights& w, Precision p) {
-  return ParallelMlpForward(tp, x, *w.gate, *w.up, *w.down, p);
+// The MLP: gate_up, silu(gate)·up, down_proj (TP-4.4, TP-4.2): [T, hidden] all-reduced, down_proj's partial shown to
+// `observe` first.
+TensorPtr Mlp(const TensorParallel& tp, const HostTensor& x, const Qwen3LayerWeights& w, Precision p,
+              const PartialObserver& observe) {
+  return ParallelMlpForward(tp, x, *w.gate, *w.up, *w.down, p, observe);
 }
 
 // One decoder layer on the residual stream x [T, hidden]: the stream leaving it. The recorder gets the layer's taps
-// under layers.{layer}. and may feed its two sub-blocks (spec/model-taps.md MT-1.2, MT-2.1).
+// under layers.{layer}. (with the ranks' partials before each all-reduce when it keeps them) and may feed its two
+// sub-blocks (spec/model-taps.md MT-1.2, MT-1.6, MT-2.1).
 HostTensor DecoderLayer(const TensorParallel& tp, const Qwen3Config& c, const Qwen3Weights& weights, int layer, HostTensor x,
                         Precision p, TapRecorder& recorder) {
   const std::string name = "layers." + std::to_string(layer) + ".";
@@ -156,9 +161,11 @@ HostTensor DecoderLayer(const TensorParallel& tp, const Qwen3Config& c, const Qw
   const HostTensor k = NeoxRope(steps.rms_norm(*qkv.k, *w.k_norm, eps, p), c.head_dim, steps.rope_theta, p);
   recorder.TapHeads(tp, name + "attn.k", k, heads);
   recorder.TapHeads(tp, name + "attn.v", *qkv.v, heads);
-  const TensorPtr attended = steps.o_proj(tp, CausalAttention(q, k, *qkv.v, c.head_dim, p), w, p);
+  const TensorPtr attended = steps.o_proj(tp, CausalAttention(q, k, *qkv.v, c.head_dim, p), w, p,
+                                          recorder.RankPartials(tp, name + "attn.out"));
   x = recorder.Fed(name + "mlp.in", Added(x, recorder.Tap(name + "attn.out", *attended), p));
-  const TensorPtr mlp = steps.mlp(tp, steps.rms_norm(x, *w.post_norm, eps, p), w, p);
+  const TensorPtr mlp =
+      steps.mlp(tp, steps.rms_norm(x, *w.post_norm, eps, p), w, p, recorder.RankPartials(tp, name + "mlp.out"));
   return recorder.Tap(name + "out", Added(x, recorder.Tap(name + "mlp.out", *mlp), p));
 }
 
@@ -267,8 +274,8 @@ Qwen3Weights Qwen3WeightsIn(const Qwen3Weights& weights, Precision precision) {
 }
 
 Taps Qwen3TapsOnRank(const TensorParallel& tp, const Qwen3Config& c, const Qwen3Weights& w, const std::vector<std::int64_t>& ids,
-                     const Feed& feed, Precision p) {
-  TapRecorder recorder(&feed);
+                     const Feed& feed, Precision p, bool rank_partials) {
+  TapRecorder recorder(&feed, rank_partials);
   const HostTensor x = Decoder(tp, c, w, ids, p, recorder);
   const HostTensor normed = recorder.Tap("norm.out", RmsNorm(x, w.at("model.norm.weight"), c.rms_norm_eps, p));
   recorder.Tap("logits", *ParallelLmHeadForward(tp, normed, LmHeadWeight(c, w), p));
@@ -276,11 +283,11 @@ Taps Qwen3TapsOnRank(const TensorParallel& tp, const Qwen3Config& c, const Qwen3
 }
 
 Taps Qwen3DecoderTaps(int tp, const Qwen3Config& c, const Qwen3Weights& w, const std::vector<std::int64_t>& ids,
-                      const Feed& feed, Precision p) {
+                      const Feed& feed, Precision p, bool rank_partials) {
   distributed::BuildShardPlan(Qwen3Geometry(c), tp);  // the plan's refusal, before any rank thread starts (TP-4.8)
   const Qwen3Weights in_precision = Qwen3WeightsIn(w, p);
   const std::vector<Taps> ranks = distributed::RunOnRanks<Taps>(
-      tp, [&](const TensorParallel& handle) { return Qwen3TapsOnRank(handle, c, in_precision, ids, feed, p); });
+      tp, [&](const TensorParallel& handle) { return Qwen3TapsOnRank(handle, c, in_precision, ids, feed, p, rank_partials); });
   for (std::size_t r = 1; r < ranks.size(); ++r) {
     const bool same_names = ranks[r].size() == ranks[0].size() &&
                             std::equal(ranks[r].begin(), ranks[r].end(), ranks[0].begin(),

@@ -2,6 +2,8 @@
 #include "vllm/model_executor/models/taps.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "vllm/distributed/shard_plan.h"
 #include "vllm/model_executor/layers/precision.h"
@@ -36,6 +38,18 @@ void TapRecorder::TapHeads(const TensorParallel& tp, const std::string& name, co
                 once.data.begin() + t * once.shape[1] + std::int64_t{shard} * width);
   }
   taps_->emplace_back(name, std::move(once));
+}
+
+PartialObserver TapRecorder::RankPartials(const TensorParallel& tp, const std::string& name) {
+  if (!taps_ || !rank_partials_) return {};
+  return [this, &tp, name](const HostTensor& partial) {
+    const HostTensor gathered = *tp.AllGather(std::make_shared<HostTensor>(partial), 0);  // rank r's rows r·T..(r+1)·T
+    const auto size = static_cast<std::ptrdiff_t>(partial.data.size());
+    for (int rank = 0; rank < tp.tp_size(); ++rank) {
+      const auto at = gathered.data.begin() + rank * size;
+      taps_->emplace_back(name + kRankSuffix + std::to_string(rank), HostTensor{partial.shape, std::vector<float>(at, at + size)});
+    }
+  };
 }
 
 }  // namespace vllm::model_executor
