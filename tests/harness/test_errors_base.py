@@ -11,6 +11,8 @@ from _vllm_gates.errors import GatesError
 
 CONTROL_FLOW = {
     "_vllm_gates.checks._StopShrinking": "ends a property run; a BaseException so that Hypothesis does not catch it",
+    "_vllm_gates.divergence_shrink._OutOfRuns": "ends a shrinking search at its bound of runs; caught by the search "
+                                                "itself, never leaves divergence_shrink.py",
     "_vllm_gates.plain._Irregular": "hands a value from the fast encoding pass to the careful one; never leaves plain.py",
 }
 
