@@ -60,9 +60,11 @@ _SAME = (("tree", "trees", lambda f: f.record.get("tree")),
 
 def merge(files: list[ShardFile]) -> Merged | None:
     """The shards checked against each other (None: no shard among the evidence); ShardsRefused naming the first
-    two files that differ in tree, seed, selection or plan, or that overlap."""
+    two files that differ in tree, seed, selection or plan, or that overlap, or a file whose record is malformed."""
     if not files:
         return None
+    for found in files:
+        _check_record(found)
     first = files[0]
     for what, plural, value in _SAME:
         for other in files[1:]:
@@ -89,13 +91,28 @@ def merge(files: list[ShardFile]) -> Merged | None:
             missing.append(f"shard {index}/{count} is missing: {len(planned)} gate(s) unproven "
                            f"({', '.join(planned[:3])}{', ...' if len(planned) > 3 else ''})")
             continue
-        for gate in planned:
-            if gate not in by_index[index].executed:
+        for gate in planned:  # a row whose gate file does not load is judged ERROR from the tree, not from a shard
+            if gate not in by_index[index].executed and not gate.endswith("::<file>"):
                 missing.append(f"{by_index[index].shown} (shard {index}/{count}) did not run {gate}")
         for gate in sorted(by_index[index].executed - set(planned)):
             raise ShardsRefused(f"--evidence {by_index[index].shown} ran {gate}, which the plan gives another shard")
     rows = first.record.get("selection", {}).get("rows")
     return Merged(count, tuple(rows or ()), tuple(missing))
+
+
+def _check_record(found: ShardFile) -> None:
+    """``meta.shard`` as `gates run --shard` writes it: index within count, a plan of count shards of groups."""
+    record, problem = found.record, ""
+    try:
+        index, count, plan = int(record["index"]), int(record["count"]), record["plan"]
+        if not 1 <= index <= count or len(plan) != count:
+            problem = f"index {index} of {count} with a plan of {len(plan)} shards"
+        elif not all(isinstance(g["group"], str) and all(isinstance(x, str) for x in g["gates"]) for s in plan for g in s):
+            problem = "a group of its plan without its name and gates"
+    except (KeyError, TypeError, ValueError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem:
+        raise ShardsRefused(f"--evidence {found.shown}: malformed meta.shard ({problem})")
 
 
 def _shown(value: Any) -> str:

@@ -79,15 +79,18 @@ def test_four_shards_give_the_unsharded_verdict_and_refuse_what_does_not_add_up(
     def seed(document): document["meta"]["seed"] = 1234
     def tree(document): document["meta"]["shard"]["tree"] = "0" * 64
     def selection(document): document["meta"]["shard"]["selection"]["marker"] = "all"
+    def malformed(document): document["meta"]["shard"]["index"] = 9
     def runs_another_shards_gate(document):
         document["rows"].append({**shards[0]["rows"][0], "gates": shards[0]["rows"][0]["gates"][:1]})
 
     for change, words in ((seed, ["different seeds", "1234"]), (tree, ["different trees", "000000000000"]),
-                          (selection, ["different selections", "'all'"]), (runs_another_shards_gate, ["overlap: both ran gate"])):
+                          (selection, ["different selections", "'all'"]), (runs_another_shards_gate, ["overlap: both ran gate"]),
+                          (malformed, ["malformed meta.shard", "index 9 of 4"])):
         refused = example.gates("verdict", *planted(change, f"planted-{change.__name__}.json"))
         assert refused.code == 2, (change.__name__, refused.text)
         assert all(word in refused.err for word in words), (change.__name__, refused.err)
-        assert "planted-" in refused.err and "shard-" in refused.err, refused.err
+        assert "planted-" in refused.err, refused.err
+        assert change is malformed or "shard-" in refused.err, refused.err  # both files of a pair named
 
 
 def test_a_failing_gate_fails_the_merged_verdict_as_it_fails_the_run(two_rows):
