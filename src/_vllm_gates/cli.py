@@ -190,6 +190,8 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
         return judge_without_items(project, {"json": args.json, "markdown": args.markdown, "junit": args.junit,
                                                     "rows": [], "changed_since": args.changed_since})
     targets = _picked(project, rows, args) if args.gate or args.case else None
+    if args.shard_durations and not args.shard:
+        raise UsageError(f"--shard-durations {args.shard_durations[0]}: balances the shards of --shard I/N; give --shard with it")
     shard = _shard(project, rows, args) if args.shard else None
     targets = shard.node_ids if shard is not None else targets
     extra = _marker_args(args.marker) + _row_args(rows)

@@ -125,6 +125,8 @@ def test_a_shard_needs_its_json_report_and_whole_rows(example):
     assert no_json.code == 2 and "give --json F" in no_json.err, no_json.text
     picked = example.gates("run", "EXAMPLE-ROW", "--gate", "page-bytes", "--shard", "1/1", "--json", "x.json")
     assert picked.code == 2 and "cannot be combined with --gate" in picked.err, picked.text
+    alone = example.gates("run", "--shard-durations", "d.json", "--json", "x.json")
+    assert alone.code == 2 and "--shard-durations d.json" in alone.err and "give --shard" in alone.err, alone.text
 
 
 def test_durations_balance_the_plan_and_a_bad_durations_file_is_refused(example, tmp_path):
