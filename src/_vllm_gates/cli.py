@@ -194,9 +194,10 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
         raise UsageError(f"--shard-durations {args.shard_durations[0]}: balances the shards of --shard I/N; give --shard with it")
     shard = _shard(project, rows, args) if args.shard else None
     targets = shard.node_ids if shard is not None else targets
+    seed = args.seed if shard is None else shard.seed
     extra = _marker_args(args.marker) + _row_args(rows)
     for flag, value in (("--gates-json", args.json), ("--gates-markdown", args.markdown), ("--junitxml", args.junit),
-                        ("--hypothesis-profile", _profile(args)), ("--hypothesis-seed", args.seed),
+                        ("--hypothesis-profile", _profile(args)), ("--hypothesis-seed", seed),
                         ("--gates-changed-since", args.changed_since),
                         ("--gates-impl", _implementation(project.config, args.impl))):
         if value:
@@ -214,6 +215,7 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
 def _shard(project: Project, rows: list[str], args: argparse.Namespace) -> "ShardRun":
     """The node ids and report record of `--shard I/N` (shards.py); UsageError naming the flag and its value."""
     from _vllm_gates.pick import item_names
+    from _vllm_gates.profiles import default_profile_name
     from _vllm_gates.pytest_compat import marker_expression
     from _vllm_gates.shards import ShardError, groups, parse_shard, recorded_durations, shard_run
 
@@ -227,7 +229,9 @@ def _shard(project: Project, rows: list[str], args: argparse.Namespace) -> "Shar
         found = groups(project, rows or None, keeps, item_names)
         impl = _implementation(project.config, args.impl) or "python"
         selection = {"rows": rows or None, "marker": args.marker, "impl": impl, "changed_since": args.changed_since}
-        return shard_run(project, shard, found, recorded_durations(args.shard_durations), selection, impl)
+        drawing = (_profile(args) or default_profile_name()) != "ci"  # every profile but ci draws from a run seed
+        return shard_run(project, shard, found, recorded_durations(args.shard_durations), selection, impl,
+                         args.seed, drawing)
     except ShardError as error:
         raise UsageError(str(error)) from None
 

@@ -146,16 +146,19 @@ def tree(project: Project, impl: str, found: list[Group]) -> str:
 
 @dataclass(frozen=True)
 class ShardRun:
-    """What one shard runs (its node ids) and the record its report carries (`meta.shard`)."""
+    """What one shard runs (its node ids), the run seed its examples draw from (None: the profile draws none, or
+    --seed gave it) and the record its report carries (`meta.shard`)."""
 
     node_ids: list[str]
+    seed: int | None
     record: dict[str, Any]
 
 
 def shard_run(project: Project, shard: Shard, found: list[Group], durations: Mapping[tuple[str, str], float],
-              selection: Mapping[str, Any], impl: str) -> ShardRun:
+              selection: Mapping[str, Any], impl: str, given_seed: int | None, drawing: bool) -> ShardRun:
     """Shard ``shard`` of the groups ``found``; ShardError when there are fewer groups than shards (a shard would
-    run nothing)."""
+    run nothing). Under a profile that draws a run seed, shards without --seed share one taken from the tree's hash
+    (each run would otherwise draw its own, and the shards would not be one run)."""
     if len(found) < shard.count:
         raise ShardError(f"--shard {shard.label}: the selection has {len(found)} group(s) of gates that run together, "
                          f"fewer than {shard.count} shards (use at most --shard I/{max(len(found), 1)})")
@@ -163,11 +166,13 @@ def shard_run(project: Project, shard: Shard, found: list[Group], durations: Map
     shards = plan(found, shard.count, weight)
     by_key = {g.key: g for g in found}
     mine = shards[shard.index - 1]
-    record = {"index": shard.index, "count": shard.count, "tree": tree(project, impl, found),
+    digest = tree(project, impl, found)
+    seed = given_seed if given_seed is not None else int(digest[:8], 16) % 10**9 if drawing else None
+    record = {"index": shard.index, "count": shard.count, "tree": digest,
               "selection": dict(selection), "balanced_by": "durations" if durations else "items",
               "plan": [[{"group": key, "gates": list(by_key[key].gates), "weight": round(weight[key], 6)} for key in keys]
                        for keys in shards]}
-    return ShardRun([node for key in mine for node in by_key[key].node_ids], record)
+    return ShardRun([node for key in mine for node in by_key[key].node_ids], seed, record)
 
 
 def selection_text(selection: Mapping[str, Any]) -> str:

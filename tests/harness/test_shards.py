@@ -109,6 +109,21 @@ def test_a_failing_gate_fails_the_merged_verdict_as_it_fails_the_run(two_rows):
     assert _verdicts(unsharded)["EXAMPLE-ROW"]["gates"]["page-bytes"] == "FAIL"
 
 
+def test_shards_under_a_drawing_profile_share_a_seed_taken_from_the_tree(example):
+    example.add_gate("second")
+    evidence = []
+    for index in (1, 2):
+        result, report = example.run_json("--profile", "dev", "--shard", f"{index}/2", name=f"dev-{index}.json")
+        assert result.code == 0, result.text
+        assert report["meta"]["profile"] == "dev"
+        assert report["meta"]["seed"] == str(int(report["meta"]["shard"]["tree"][:8], 16) % 10**9)
+        evidence += ["--evidence", str(example.root / "out" / f"dev-{index}.json")]
+    merged = example.gates("verdict", *evidence)
+    assert merged.code == 0, merged.text
+    given, report = example.run_json("--profile", "dev", "--seed", "7", "--shard", "1/2", name="given.json")
+    assert given.code == 0 and report["meta"]["seed"] == "7", given.text
+
+
 @pytest.mark.parametrize("value, words", [("0/4", "between 1 and N=4"), ("5/4", "between 1 and N=4"),
                                           ("1/0", "at least 1"), ("two", "expected I/N"), ("1/4/2", "expected I/N"),
                                           ("7/8", "fewer than 8 shards")])
