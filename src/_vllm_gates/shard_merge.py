@@ -91,10 +91,11 @@ def merge(files: list[ShardFile]) -> Merged | None:
             missing.append(f"shard {index}/{count} is missing: {len(planned)} gate(s) unproven "
                            f"({', '.join(planned[:3])}{', ...' if len(planned) > 3 else ''})")
             continue
-        for gate in planned:  # a row whose gate file does not load is judged ERROR from the tree, not from a shard
-            if gate not in by_index[index].executed and not gate.endswith("::<file>"):
+        for gate in planned:  # what does not load (definition[ID], <file>) is judged ERROR from the tree, not a shard
+            if gate not in by_index[index].executed and not gate.endswith("::<file>") and "::definition[" not in gate:
                 missing.append(f"{by_index[index].shown} (shard {index}/{count}) did not run {gate}")
-        for gate in sorted(by_index[index].executed - set(planned)):
+        whole_rows = {gate.removesuffix("::<file>") for gate in planned if gate.endswith("::<file>")}  # every gate of it
+        for gate in sorted(g for g in by_index[index].executed - set(planned) if g.split("::")[0] not in whole_rows):
             raise ShardsRefused(f"--evidence {by_index[index].shown} ran {gate}, which the plan gives another shard")
     rows = first.record.get("selection", {}).get("rows")
     return Merged(count, tuple(rows or ()), tuple(missing))

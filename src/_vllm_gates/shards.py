@@ -52,8 +52,8 @@ def parse_shard(text: str) -> Shard:
 
 @dataclass(frozen=True)
 class Group:
-    """Gates that run in one shard: a gate with its upstream legs (`leg_of`), their known-bad hunts inside them, or
-    the file of a row whose gate file does not load."""
+    """Gates that run in one shard: a gate with its upstream legs (`leg_of`), their known-bad hunts inside them; or
+    the definition-error item of a gate (``definition[ID]``) or of a whole row (``<file>``) that does not load."""
 
     row: str
     gates: tuple[str, ...]
@@ -78,11 +78,13 @@ def groups(project: Project, rows: Collection[str] | None, keeps: Callable[[tupl
         members: dict[str, list[Gate]] = {}
         for gate in gate_file.gates:
             members.setdefault(gate.leg_of or gate.id, []).append(gate)
-        for base, gates in members.items():
+        for gates in members.values():
             kept = [gate for gate in gates if keeps(gate.markers)]
             if kept:
                 found.append(Group(gate_file.row, tuple(g.id for g in kept), tuple(f"{shown}::{g.id}" for g in kept),
                                    sum(len(items_of(g)) for g in kept)))
+        for broken in gate_file.broken_gates:  # a gate that does not load: its one definition-error item (ERROR)
+            found.append(Group(gate_file.row, (f"definition[{broken.id}]",), (f"{shown}::definition[{broken.id}]",), 1))
     for row, (path, _) in sorted(project.broken.items()):
         if rows is None or row in rows:  # its one definition-error item: a group of its own
             found.append(Group(row, ("<file>",), (config.relative(path) or str(path),), 1))

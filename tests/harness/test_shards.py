@@ -155,3 +155,21 @@ def test_durations_balance_the_plan_and_a_bad_durations_file_is_refused(example,
     bad.write_text("{}", encoding="utf-8")
     result = example.gates("run", "--shard", "1/1", "--json", "x.json", "--shard-durations", str(bad))
     assert result.code == 2 and f"--shard-durations {bad}" in result.err, result.text
+
+
+def test_a_row_that_does_not_load_runs_whole_in_one_shard_and_errors_the_merged_verdict(example):
+    example.add_row("OTHER-ROW")
+    example.write("gates/rows/example/gate.yaml", example.read() + example.gate_block("broken").replace("milestone: M1", "milestone: M9"))
+    whole, unsharded = example.run_json("--marker", "cpu")
+    assert whole.code == 3, whole.text
+    evidence = []
+    for index in (1, 2):
+        result, report = example.run_json("--marker", "cpu", "--shard", f"{index}/2", name=f"shard-{index}.json")
+        evidence += ["--evidence", str(example.root / "out" / f"shard-{index}.json")]
+    plan = report["meta"]["shard"]["plan"]
+    assert ["EXAMPLE-ROW::<file>"] in [[group["group"] for group in shard] for shard in plan], plan
+    merged = example.gates("verdict", *evidence, "--json", str(example.root / "out" / "merged.json"))
+    assert merged.code == 3, merged.text
+    report = json.loads((example.root / "out" / "merged.json").read_text(encoding="utf-8"))
+    assert {row["row"]: row["claim"]["verdict"] for row in report["rows"]} == \
+        {row["row"]: row["claim"]["verdict"] for row in unsharded["rows"]} == {"EXAMPLE-ROW": "ERROR", "OTHER-ROW": "PASS"}
