@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from _vllm_gates.evidence import GateEvidence
     from _vllm_gates.independence import Violation
     from _vllm_gates.mutation_claims import MutationEvidence
+    from _vllm_gates.shard_merge import Merged
+    from _vllm_gates.shards import ShardRun
 
 MARKER_CHOICES_HELP = "a marker of the project ([tool.vllm-gates] markers), or all"
 EPILOG = ("claims: DONE needs every gate PASS, in this run or on evidence (gates verdict, --evidence); PARTIAL lets "
@@ -188,9 +190,14 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
         return judge_without_items(project, {"json": args.json, "markdown": args.markdown, "junit": args.junit,
                                                     "rows": [], "changed_since": args.changed_since})
     targets = _picked(project, rows, args) if args.gate or args.case else None
+    if args.shard_durations and not args.shard:
+        raise UsageError(f"--shard-durations {args.shard_durations[0]}: balances the shards of --shard I/N; give --shard with it")
+    shard = _shard(project, rows, args) if args.shard else None
+    targets = shard.node_ids if shard is not None else targets
+    seed = args.seed if shard is None else shard.seed
     extra = _marker_args(args.marker) + _row_args(rows)
     for flag, value in (("--gates-json", args.json), ("--gates-markdown", args.markdown), ("--junitxml", args.junit),
-                        ("--hypothesis-profile", _profile(args)), ("--hypothesis-seed", args.seed),
+                        ("--hypothesis-profile", _profile(args)), ("--hypothesis-seed", seed),
                         ("--gates-changed-since", args.changed_since),
                         ("--gates-impl", _implementation(project.config, args.impl))):
         if value:
@@ -201,7 +208,32 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
         extra.append(f"--gates-mutation={Path(args.mutation).resolve()}")
     options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows or None,
                "markexpr": "" if args.marker == "all" else args.marker}
-    return _pytest(Handover(project, tuple(rows) or None, evidence), extra, options, targets=targets)
+    meta = {"shard": shard.record} if shard is not None else {}
+    return _pytest(Handover(project, tuple(rows) or None, evidence, meta), extra, options, targets=targets)
+
+
+def _shard(project: Project, rows: list[str], args: argparse.Namespace) -> "ShardRun":
+    """The node ids and report record of `--shard I/N` (shards.py); UsageError naming the flag and its value."""
+    from _vllm_gates.pick import item_names
+    from _vllm_gates.profiles import default_profile_name
+    from _vllm_gates.pytest_compat import marker_expression
+    from _vllm_gates.shards import ShardError, groups, parse_shard, recorded_durations, shard_run
+
+    try:
+        shard = parse_shard(args.shard)
+        if args.gate or args.case:
+            raise ShardError(f"--shard {args.shard}: a shard is a slice of whole rows; it cannot be combined with --gate or --case")
+        if not args.json:
+            raise ShardError(f"--shard {args.shard}: a shard's evidence is its JSON report: give --json F")
+        keeps = (lambda markers: True) if args.marker == "all" else marker_expression(args.marker)
+        found = groups(project, rows or None, keeps, item_names)
+        impl = _implementation(project.config, args.impl) or "python"
+        selection = {"rows": rows or None, "marker": args.marker, "impl": impl, "changed_since": args.changed_since}
+        drawing = (_profile(args) or default_profile_name()) != "ci"  # every profile but ci draws from a run seed
+        return shard_run(project, shard, found, recorded_durations(args.shard_durations), selection, impl,
+                         args.seed, drawing)
+    except ShardError as error:
+        raise UsageError(str(error)) from None
 
 
 def _profile(args: argparse.Namespace) -> str | None:
@@ -239,9 +271,25 @@ def cmd_verdict(args: argparse.Namespace, project: Project) -> int:
 
     _check_rows(project, args.rows)
     found = _evidence(args.evidence)
-    options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": args.rows,
+    shards = _shards(args.evidence)
+    rows = args.rows or list(shards.rows if shards is not None else ())
+    for line in shards.missing if shards is not None else ():
+        print(f"gates verdict: {line}", file=sys.stderr)
+    options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows,
+               "unproven_shards": list(shards.missing) if shards is not None else [],
                "impl": _implementation(project.config, args.impl), "mutation": _mutation_evidence(args.mutation)}
     return judge_on_evidence(project, found, options)
+
+
+def _shards(paths: list[str]) -> "Merged | None":
+    """The evidence files written by `gates run --shard`, checked to add up (shard_merge.merge); UsageError naming
+    the files that do not belong together."""
+    from _vllm_gates.shard_merge import ShardsRefused, merge, shard_files
+
+    try:
+        return merge(shard_files(paths))
+    except ShardsRefused as error:
+        raise UsageError(str(error)) from None
 
 
 def _mutation_evidence(shown: str | None) -> "MutationEvidence":
@@ -532,6 +580,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--evidence", action="append", default=[], metavar="F",
                      help="an earlier run's --json report (another machine's): its gates count where their fingerprint "
                           "matches the tree now (repeatable)")
+    run.add_argument("--shard", metavar="I/N", help="run shard I of N (from 1): a deterministic slice of the selected "
+                     "gates, a gate with its upstream legs kept whole; needs --json, its evidence for `gates verdict`")
+    run.add_argument("--shard-durations", action="append", default=[], metavar="F",
+                     help="an earlier run's --json report: --shard balances the shards by the durations it recorded "
+                          "(default: by item count; repeatable; every shard must be given the same files)")
     verdict = sub.add_parser("verdict", help="judge the claims from evidence files (--json reports of earlier runs); runs nothing",
                              epilog=EPILOG)
     verdict.add_argument("rows", nargs="*", help="rows to judge (default: all)")

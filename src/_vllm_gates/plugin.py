@@ -64,6 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
         run.meta["changed_since"] = changed_since
     if handed is not None:  # `gates run` resolved them from its own arguments
         run.requested_rows, run.evidence = handed.rows, list(handed.evidence)
+        run.meta.update(handed.meta)
     else:
         run.requested_rows = _requested_rows(snapshot, list(config.getoption("gates_row") or ()), changed_since)
         run.evidence = [] if xdist_run.is_worker(config) else _load_evidence(list(config.getoption("gates_evidence") or ()))

@@ -10,9 +10,9 @@ from __future__ import annotations
 import posixpath
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 from _vllm_gates.config import CONFIG_FILE, Config
 from _vllm_gates.errors import DefinitionError, GatesError
@@ -273,6 +273,7 @@ class Handover:
     project: Project
     rows: tuple[str, ...] | None  # None: every collected row
     evidence: tuple[GateEvidence, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)  # entries the run's JSON report records in `meta` (a shard's)
 
 
 class RowsRefused(GatesError):

@@ -17,7 +17,7 @@ from _vllm_gates.audit import audit_lines, audit_table
 from _vllm_gates.claims import claimed_roadmap
 from _vllm_gates.config import Config
 from _vllm_gates.errors import Problem
-from _vllm_gates.exitcodes import SessionEnd, exit_code
+from _vllm_gates.exitcodes import ExitCode, SessionEnd, exit_code
 from _vllm_gates.implemented import answered_on_evidence, with_operation_counts
 from _vllm_gates.items import RECORD, SKIP_CAUSE, GateItem, ItemIdentity, ItemRecord
 from _vllm_gates.model import GateFile, Roadmap
@@ -245,6 +245,8 @@ class GateRun:
         report = self.judge()
         self.report = report
         code = int(exit_code(report, self._session_end(pytest_status)))
+        if code == ExitCode.OK and self.meta.get("unproven_shards"):  # a shard missing proves nothing: never green
+            code = int(ExitCode.UNPROVEN)
         seed, drawn = self.drawing() if report.items else (None, "")  # how the examples were drawn (issue 25)
         ending = f"{report.checks} checks in {time.time() - self.started:.1f}s; exit {code}"
         sandbox = self.pool.spec.sandbox if self.pool is not None else None  # told once where it does not confine
@@ -336,7 +338,8 @@ def judge_without_items(project: Project, options: dict[str, Any]) -> int:
 def judge_on_evidence(project: Project, evidence: list[GateEvidence], options: dict[str, Any]) -> int:
     """`gates verdict`: judge the claims of the rows asked for (all by default) from evidence alone, running nothing."""
     run = GateRun(project, json_path=options.get("json"), markdown_path=options.get("markdown"),
-                  junit_path=options.get("junit"), evidence=evidence, meta={"markexpr": "", "verdict_only": True},
+                  junit_path=options.get("junit"), evidence=evidence,
+                  meta={"markexpr": "", "verdict_only": True, "unproven_shards": options.get("unproven_shards") or []},
                   impl=options.get("impl") or "python", mutation=options.get("mutation"))
     run.gate_files = {gf.row: gf for gf in project.gate_files}
     run.broken = {row: message for row, (_, message) in project.broken.items()}
