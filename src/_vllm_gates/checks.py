@@ -549,8 +549,6 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
             tally.examples += 1
             crashes.append(ended)
             if ended.ended.hung or len(crashes) > CRASH_RESTARTS:  # each further try would cost a restart (or a hang)
-                if ended.ended.hung and examples is not None and not replaying[0]:
-                    examples.save_current()  # Hypothesis saves what fails, not what ends its run
                 raise _StopShrinking(ended, data) from None
             raise ended.mismatch(where, data, [], shrunk=not hunting) from None
         except (GateBroken, DefinitionError) as error:

@@ -56,18 +56,6 @@ class GateExamples:
         """Whether an earlier run saved an example under this gate's key (Hypothesis' primary or secondary corpus)."""
         return any(True for key in (self.key, self.key + b".secondary") for _ in self.database.fetch(key))
 
-    def save_current(self) -> None:
-        """Save the example Hypothesis is running now (a hang, which ends the run before Hypothesis saves it);
-        nothing where this Hypothesis keeps its choices elsewhere."""
-        from hypothesis.control import current_build_context
-        from hypothesis.database import choices_to_bytes
-
-        try:
-            choices = current_build_context().data.choices
-        except Exception:  # pragma: no cover - another Hypothesis's internals (no build context, no choices)
-            return
-        self.database.save(self.key, choices_to_bytes(choices))
-
     def replayed(self) -> tuple[str, str]:
         """The failure report's line on an example that came from the database."""
         return ("database", f"a failing example saved in the example database ({self.shown}) by an earlier run; "

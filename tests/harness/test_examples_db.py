@@ -148,3 +148,25 @@ def test_a_key_of_the_wrong_type_is_a_definition_error(example):
     result = example.gates("list")
     assert result.code != 0
     assert "examples-db" in result.text and "expected a non-empty string, got 3" in result.text
+
+
+@pytest.mark.parametrize("ending, headline", [("import os; os._exit(3)", "impl crashed: its worker"),
+                                              ("import time; time.sleep(60)", "impl hung: its worker timed out")])
+def test_a_crash_or_a_hang_of_the_implementation_is_saved_and_replayed(example, tmp_path_factory, ending, headline):
+    """A worker that died is a failing example Hypothesis saves; a hang ends the run before it would, and is saved too."""
+    example.edit("    markers: [cpu]\n", "    markers: [cpu]\n    timeout: 2\n")
+    example.edit("    return 2 * block_size", f"    if heads == 4 and block_size == 3:\n        {ending}\n"
+                 "    return 2 * block_size", "example_row/impl.py")
+    shared = tmp_path_factory.mktemp("db") / "examples"
+    nightly, run = _seed_that(example, True, "deep", f"--gates-examples-db={shared}")
+    assert headline in run.stdout.str()
+    assert _files(shared), "the failing example is saved"
+    missed, _ = _seed_that(example, False, "dev", after=nightly)
+    replay = example.pytest("--hypothesis-profile=dev", f"--hypothesis-seed={missed}",
+                            f"--gates-examples-db-read-only={shared}", PROPERTIES)
+    assert replay.ret == 1, replay.stdout.str()
+    text = replay.stdout.str()
+    assert headline in text and re.search(r"^  database +: a failing example saved in the example database \(", text, re.M), text
+    found = re.search(r"^  input +: (.*)$", run.stdout.str(), re.M).group(1)
+    assert "heads: 4" in found and "block_size: 3" in found
+    assert re.search(r"^  input +: (.*)$", text, re.M).group(1) == found  # the example the nightly run found
