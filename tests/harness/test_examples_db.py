@@ -170,3 +170,23 @@ def test_a_crash_or_a_hang_of_the_implementation_is_saved_and_replayed(example, 
     found = re.search(r"^  input +: (.*)$", run.stdout.str(), re.M).group(1)
     assert "heads: 4" in found and "block_size: 3" in found
     assert re.search(r"^  input +: (.*)$", text, re.M).group(1) == found  # the example the nightly run found
+
+
+def test_a_profile_without_the_reuse_phase_uses_no_database(tmp_path):
+    """`gates mutate`'s profile (explicit and generate only) neither reads nor writes the database: mutants never
+    land in it; the run's own profiles do."""
+    from hypothesis import settings
+
+    from _vllm_gates.examples_db import DatabasePath, open_shared_examples
+    from _vllm_gates.mutate_hook import PROFILE, _register_profile
+    from _vllm_gates.profiles import register_profiles
+
+    shared, refusals = open_shared_examples(DatabasePath(tmp_path / "db", "--examples-db"), [])
+    assert refusals == [] and shared is not None
+    register_profiles()
+    _register_profile()
+    settings.load_profile("ci")
+    gate = shared.for_gate("EXAMPLE-ROW", "page-bytes", "python")
+    assert gate is not None and gate.key != shared.for_gate("EXAMPLE-ROW", "page-bytes", "cpp").key
+    settings.load_profile(PROFILE)
+    assert shared.for_gate("EXAMPLE-ROW", "page-bytes", "python") is None
