@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 from _vllm_gates.channel import MAX_BUFFER_BYTES, ProtocolError, orjson_parses
 from _vllm_gates.compare import WrongEverywhere, strict_equal
 from _vllm_gates.errors import DefinitionError, GatesError, Problem
+from _vllm_gates.examples_db import GateExamples
 from _vllm_gates.facts import facts_of_pattern, missing_facts
 from _vllm_gates.implementations import kind_of
 from _vllm_gates.model import Case, Gate, Raises, TargetRef
@@ -508,12 +509,14 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
 
 
 def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., Any], max_examples: int,
-                   hunting: bool = False, seed: int | None = None) -> Tally:
+                   hunting: bool = False, seed: int | None = None, examples: GateExamples | None = None) -> Tally:
     """Impl and oracle agree on generated inputs; return what was compared, raise Mismatch (shrunk) if not.
 
     An example the implementation answers not-implemented is rejected (Hypothesis draws another, and never shrinks
     towards it) and counted in the tally; a crash or hang of its worker is a failing example (issue 26).
-    ``seed``: the gate's own seed under a profile that is not derandomized (a known-bad hunt never takes one)."""
+    ``seed``: the gate's own seed under a profile that is not derandomized (a known-bad hunt never takes one).
+    ``examples``: the gate's examples in the run's database (README, "A shared example database"): those saved
+    there run first, and a failure found is saved there; the examples generated are the same with or without it."""
     import hypothesis
     from hypothesis.errors import Flaky, HypothesisException, Unsatisfiable
     from hypothesis.strategies import SearchStrategy
@@ -532,6 +535,7 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
     tally = Tally()
     broken: list[BaseException] = []  # the first harness failure ends the run: Hypothesis must not shrink or replay it
     crashes: list[ImplEnded] = []
+    replaying = [examples is not None and not hunting and examples.any_saved()]  # the saved examples' run comes first
 
     def agree_on(data: Any) -> None:
         if broken:
@@ -567,15 +571,43 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
         else:
             tally.agreed_errors += 1
 
-    test = _with_rejections(settings_for(max_examples=max_examples, hunting=hunting, seed=None if hunting else seed), impl)(hypothesis.given(strategy)(agree_on))
+    database = None if hunting or examples is None else examples.database
+
+    def prepared(replay: bool) -> Any:
+        chosen = settings_for(max_examples=max_examples, hunting=hunting, seed=None if hunting else seed, database=database,
+                              replay=replay)
+        test = _with_rejections(chosen, impl)(hypothesis.given(strategy)(agree_on))
+        if examples is not None and not hunting:
+            test._hypothesis_internal_database_key = examples.key  # the gate's own key, not agree_on's digest
+        return test
+
+    def from_database() -> list[tuple[str, str]]:
+        """The report's line saying the failure came from the database: it was found while the saved examples ran."""
+        return [examples.replayed()] if replaying[0] and examples is not None else []
+
+    def both_runs() -> None:
+        if replaying[0]:
+            try:
+                prepared(replay=True)()
+            except Unsatisfiable:  # each saved example was rejected (not implemented) or no longer fits the strategy
+                pass
+            replaying[0] = False
+        prepared(replay=False)()
+
     try:
-        with examples_of_the_gate_alone():
-            test()
+        try:
+            with examples_of_the_gate_alone():
+                both_runs()
+        except Mismatch as mismatch:
+            if from_database():
+                raise Mismatch(mismatch.headline, mismatch.where, mismatch.data, [*mismatch.lines, *from_database()],
+                               shrunk=mismatch.shrunk) from None
+            raise
     except _StopShrinking as stop:
         why = ("none: each try could hang as long again" if stop.ended.ended.hung
                else f"stopped after {CRASH_RESTARTS} worker restarts")
         raise stop.ended.mismatch(where, stop.data, [], shrunk=not hunting and not stop.ended.ended.hung,
-                                  extra=[("shrinking", why)]) from None
+                                  extra=[("shrinking", why), *from_database()]) from None
     except (Mismatch, GateBroken, DefinitionError):
         if broken:
             raise broken[0] from None
@@ -594,7 +626,7 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
             raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
         raise Mismatch(replayed.headline, replayed.where, replayed.data, replayed.lines + [
             ("replayed", "the same input did not fail the same way when Hypothesis ran it again: the implementation "
-                         "answers it differently from call to call")], shrunk=False) from None
+                         "answers it differently from call to call"), *from_database()], shrunk=False) from None
     except HypothesisException as exc:
         raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
     except BaseException as exc:

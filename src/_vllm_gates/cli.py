@@ -202,6 +202,7 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
                         ("--gates-impl", _implementation(project.config, args.impl))):
         if value:
             extra.append(f"{flag}={value}")
+    extra += _examples_db_args(args)
     evidence = tuple(_evidence(args.evidence, absolute=True))  # handed over: read once, checked before anything runs
     if args.mutation:  # checked here, so a report that cannot be used is a usage error before anything runs
         _mutation_evidence(args.mutation)
@@ -234,6 +235,12 @@ def _shard(project: Project, rows: list[str], args: argparse.Namespace) -> "Shar
                          args.seed, drawing)
     except ShardError as error:
         raise UsageError(str(error)) from None
+
+
+def _examples_db_args(args: argparse.Namespace) -> list[str]:
+    """--examples-db and --examples-db-read-only as the plugin's options, absolute (pytest runs in the project root)."""
+    written = [f"--gates-examples-db={Path(args.examples_db).resolve()}"] if args.examples_db else []
+    return written + [f"--gates-examples-db-read-only={Path(entry).resolve()}" for entry in args.examples_db_read_only]
 
 
 def _profile(args: argparse.Namespace) -> str | None:
@@ -570,6 +577,11 @@ def parser() -> argparse.ArgumentParser:
                                                           "that printed it drew, under the same profile (default: a fresh one)")
     run.add_argument("--deep", action="store_true", help="the deep profile (--profile deep): fifty times each gate's "
                                                           "examples, drawn from a fresh seed that the summary prints")
+    run.add_argument("--examples-db", metavar="DIR", help="the example database read first and written: each gate's "
+                     "failing examples are saved in DIR and replayed before any generated one (pyproject: examples-db)")
+    run.add_argument("--examples-db-read-only", action="append", default=[], metavar="DIR",
+                     help="an example database only read, e.g. a nightly job's artifact (repeatable; pyproject: "
+                          "examples-db-read-only)")
     run.add_argument("--json", metavar="F", help="write the verdicts as JSON")
     run.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
     run.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per gate item and per claim")

@@ -83,6 +83,8 @@ class Config:
     upstream: Upstream | None = None  # the pinned upstream release (None: the project pins none)
     file_settings: tuple[str, ...] = ()  # implementation settings that name a file: it must be readable before a run
     sandbox: bool = True  # the judged implementation's workers confined by Landlock where the kernel has it (sandbox.py)
+    examples_db: str | None = None  # the example database a run reads and writes (examples_db.py); None: none
+    examples_db_read_only: tuple[str, ...] = ()  # example databases a run only reads (a CI artifact)
     source: str | None = field(default=None, compare=False, repr=False)  # the pyproject.toml text it was read from
 
     def parity_marker(self) -> str | None:
@@ -403,7 +405,7 @@ def _independence(reader: _Reader, value: Any) -> tuple[tuple[str, tuple[str, ..
 
 KNOWN_KEYS = {"roadmap", "rows", "specs", "allowed-roots", "markers", "default-marker", "independence",
               "worker-preload", "call-timeout", "run-budget", "implementations", "error-kinds", "upstream", "file-settings",
-              "max-tensor-bytes", "sandbox"}
+              "max-tensor-bytes", "sandbox", "examples-db", "examples-db-read-only"}
 
 
 def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float | None) -> float | None:
@@ -549,6 +551,8 @@ def _config(root: Path, text: str, document: dict[str, Any], table: dict[str, An
         upstream=_upstream(reader, table["upstream"]) if "upstream" in table else None,
         file_settings=reader.strings(table, "file-settings", base.file_settings),
         sandbox=_flag(reader, table, "sandbox", base.sandbox),
+        examples_db=reader.string(table, "examples-db", "") or None if "examples-db" in table else None,
+        examples_db_read_only=reader.strings(table, "examples-db-read-only", base.examples_db_read_only),
         source=text,
     )
     if config.upstream is None and config.parity_marker():

@@ -14,6 +14,7 @@ import pytest
 from _vllm_gates import checks
 from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate, Subject
 from _vllm_gates.errors import DefinitionError, GatesError, Problem
+from _vllm_gates.examples_db import SharedExamples
 from _vllm_gates.model import Case, KnownBad, KnownGood
 from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
 from _vllm_gates.implementations import PYTHON
@@ -64,6 +65,7 @@ class ItemRecord:
 RECORD = pytest.StashKey[ItemRecord]()
 SKIP_CAUSE = pytest.StashKey[SkipCause]()  # why the item is skipped, as data (the skip's reason is its text)
 RUN_SEED = pytest.StashKey[RunSeed]()  # the run's seed (plugin.pytest_configure), in the config's stash
+EXAMPLES = pytest.StashKey["SharedExamples | None"]()  # the run's example database (plugin.pytest_configure), if any
 
 
 class KnownBadPassed(GatesError):
@@ -212,8 +214,11 @@ class PropertiesItem(GateItem):
             self.skip_for(self.resolved.not_implemented)
         declared = self.resolved.gate.properties.max_examples  # type: ignore[union-attr]
         seed = self.config.stash.get(RUN_SEED, None)
+        shared = self.config.stash.get(EXAMPLES, None)
+        impl = self.config.getoption("gates_impl") or PYTHON
         tally = checks.run_properties(self.resolved, self.resolved.impl, settings_for, effective_max_examples(declared),
-                                      seed=seed.for_gate(self.identity.row, self.identity.gate) if seed else None)
+                                      seed=seed.for_gate(self.identity.row, self.identity.gate) if seed else None,
+                                      examples=shared.for_gate(self.identity.row, self.identity.gate, impl) if shared else None)
         record = ItemRecord(tally.examples, values=tally.values, agreed_errors=tally.agreed_errors,
                             tolerance_used=tally.usage.used, tolerance_at=tally.usage.at, excused=tally.usage.excused)
         if tally.not_implemented:  # examples skipped as named cases are: the gate is NOT-IMPLEMENTED, never PASS

@@ -19,11 +19,12 @@ from _vllm_gates.checks import ResolvedGate, Subject
 from _vllm_gates.config import implementation_refused, load_config
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.evidence import GateEvidence
+from _vllm_gates.examples_db import DatabasePath, SharedExamples, open_shared_examples
 from _vllm_gates.mutation_claims import MutationEvidence, load_mutation_evidence
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run, not_started, pointer
 from _vllm_gates.implementations import PYTHON, Implementation
-from _vllm_gates.items import RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, StrengthItem, known_bad_items, known_good_items, link_runs
+from _vllm_gates.items import EXAMPLES, RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, StrengthItem, known_bad_items, known_good_items, link_runs
 from _vllm_gates.model import Gate, GateFile, TargetRef
 from _vllm_gates.policies import has_tolerance
 from _vllm_gates.outcomes import NotImplementedBy, RequirementUnmet
@@ -75,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run.seed = RunSeed.choose(config.getoption(SEED_OPTION, default=None),
                               getattr(config, "workerinput", {}).get(xdist_run.SEED_KEY))
     config.stash[RUN_SEED] = run.seed
+    config.stash[EXAMPLES] = _shared_examples(config, project, run)
     config.stash[_RUN] = run
     _stop_on_sigterm(run)
     config.pluginmanager.register(InterruptWatcher(run), "vllm-gates-interrupts")
@@ -86,6 +88,29 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in project.markers:
         config.addinivalue_line("markers", f"{marker.name}: {marker.help}")
     register_profiles()
+
+
+def _shared_examples(config: pytest.Config, project: Any, run: GateRun) -> SharedExamples | None:
+    """The run's example database: --gates-examples-db and --gates-examples-db-read-only, else the project's
+    `examples-db` keys (relative to its root). A directory that cannot be used is left out and said once, under
+    the row table (by an xdist controller, not by each worker); the database in use is named there too."""
+    given, read = config.getoption("gates_examples_db"), list(config.getoption("gates_examples_db_read_only") or ())
+    if given:
+        written: DatabasePath | None = DatabasePath(Path(given).resolve(), "--gates-examples-db, gates run --examples-db")
+    else:
+        written = DatabasePath(project.root / project.examples_db, "examples-db in pyproject.toml") if project.examples_db else None
+    if read:
+        read_only = [DatabasePath(Path(entry).resolve(), "--gates-examples-db-read-only, gates run --examples-db-read-only")
+                     for entry in read]
+    else:
+        read_only = [DatabasePath(project.root / entry, "examples-db-read-only in pyproject.toml")
+                     for entry in project.examples_db_read_only]
+    shared, refusals = open_shared_examples(written, read_only)
+    if not xdist_run.is_worker(config):
+        run.notes += refusals + ([f"example database: {shared.shown}"] if shared is not None else [])
+        if shared is not None:
+            run.meta["examples_db"] = shared.shown
+    return shared
 
 
 def _handed_over(config: pytest.Config) -> Handover | None:

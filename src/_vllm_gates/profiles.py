@@ -99,18 +99,32 @@ class RunSeed:
         return self.drawn(profile) if derandomized() else f"{self.drawn(profile)} (replay: {self.replay(profile)})"
 
 
-def settings_for(max_examples: int, hunting: bool = False, seed: int | None = None) -> Callable[[Any], Any]:
+def settings_for(max_examples: int, hunting: bool = False, seed: int | None = None, database: Any = None,
+                 replay: bool = False) -> Callable[[Any], Any]:
     """Settings for one property run; a known-bad hunt is always derandomized and never shrinks. ``seed``: the
-    gate's seed under a profile that is not derandomized (it would override derandomize, so a hunt takes none)."""
+    gate's seed under a profile that is not derandomized (it would override derandomize, so a hunt takes none).
+    ``database``: the run's example database (examples_db); the failures found are saved there, and it is read only
+    with ``replay``, a run of the saved examples alone (reuse and shrink, nothing generated), so that the examples
+    a run generates are those it draws without a database."""
     from hypothesis import Phase, settings
     from hypothesis import seed as seeded
 
     if hunting:
         return settings(max_examples=max_examples, derandomize=True, database=None, phases=[Phase.explicit, Phase.generate])
     chosen = settings(max_examples=max_examples)
+    if database is not None:
+        kept = (Phase.reuse, Phase.shrink) if replay else tuple(p for p in chosen.phases if p is not Phase.reuse)
+        chosen = settings(chosen, database=database, phases=[p for p in chosen.phases if p in kept])
     if seed is None or chosen.derandomize:
         return chosen
-    return lambda test: seeded(seed)(chosen(test))
+
+    def seeded_test(test: Any) -> Any:
+        test = seeded(seed)(chosen(test))
+        if database is not None:  # hypothesis.seed turns the test's database off: the run's is put back
+            test._hypothesis_internal_use_settings = settings(test._hypothesis_internal_use_settings, database=database)
+        return test
+
+    return seeded_test
 
 
 @contextlib.contextmanager

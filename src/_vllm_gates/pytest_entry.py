@@ -39,6 +39,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gates-evidence", action="append", default=[], metavar="F",
                     help="the JSON report of an earlier run (another machine's): gates it executed under the fingerprint "
                          "they have now count toward the verdicts (repeatable)")
+    group.addoption("--gates-examples-db", metavar="DIR",
+                    help="the example database this run reads first and saves failing examples to (a directory, "
+                         "created if missing; replaces [tool.vllm-gates] examples-db)")
+    group.addoption("--gates-examples-db-read-only", action="append", default=[], metavar="DIR",
+                    help="an example database this run only reads, e.g. a CI artifact (repeatable; replaces "
+                         "[tool.vllm-gates] examples-db-read-only)")
     group.addoption("--gates-mutation", metavar="F",
                     help="a `gates mutate` report: a milestone stating `mutation: S` is DONE only where its row scored "
                          "at least S on today's sources (docs/reports.md)")

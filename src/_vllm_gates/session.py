@@ -99,6 +99,7 @@ class GateRun:
     mutation: MutationEvidence | None = None  # `gates verdict --mutation`: milestones' `mutation:` judged on it (None: not judged)
     device: Device = field(default_factory=lambda: Device("unknown"))
     seed: RunSeed | None = None  # the run seed of profiles that are not derandomized (profiles.RunSeed)
+    notes: list[str] = field(default_factory=list)  # said once, under the row table (the example database, examples_db)
     _results: dict[str, _Partial] = field(default_factory=dict)
     _fingerprints: dict[tuple[str, str], GateFingerprint] | None = None
 
@@ -251,7 +252,7 @@ class GateRun:
         ending = f"{report.checks} checks in {time.time() - self.started:.1f}s; exit {code}"
         sandbox = self.pool.spec.sandbox if self.pool is not None else None  # told once where it does not confine
         unconfined = [sandbox.note] if sandbox is not None and sandbox.note else []
-        self.summary = "\n".join([table(report), "", *([drawn] if drawn else []), *unconfined, ending])
+        self.summary = "\n".join([table(report), "", *([drawn] if drawn else []), *unconfined, *self.notes, ending])
         self.meta["sandbox"] = (sandbox.note or "landlock") if sandbox is not None else None
         if self.nothing_affected():
             code = int(exit_code(report, self._session_end(pytest_status, nothing_affected=True)))
