@@ -127,7 +127,7 @@ def test_a_failing_property_example_reports_how_far_off(monkeypatch):
         return Outcome(value=got), Outcome(value=want)
 
     monkeypatch.setattr(ResolvedGate, "outcomes", outcomes)
-    settings = lambda max_examples, hunting=False, seed=None: hypothesis.settings(  # noqa: E731
+    settings = lambda max_examples, hunting=False, seed=None, database=None, replay=False: hypothesis.settings(  # noqa: E731
         max_examples=max_examples, derandomize=True, database=None)
     with pytest.raises(Mismatch) as raised:
         checks.run_properties(rg, Answers(None), settings, 50)  # type: ignore[arg-type]

@@ -75,6 +75,9 @@ def test_a_world_larger_than_the_cpus_keeps_each_rank_on_one_cpu_round_robin(tp:
 def test_a_world_forked_by_a_thread_dies_with_that_thread() -> None:
     import threading
 
+    from impl.distributed import gloo_world
+
+    gloo_world._tear_down_all()  # a tp=3 world an earlier test of this worker started (main thread) would be reused
     pids: list[int] = []
     starter = threading.Thread(target=lambda: pids.extend(entry[3] for entry in run_on_ranks(3, _identity, None)))
     starter.start()
