@@ -8,25 +8,15 @@ one call and undone after it, since the gloo world is reused by the next call.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
 from impl.model_executor.layers import linear
 from impl.model_executor.models import qwen3
 
-
-@contextlib.contextmanager
-def _layer_class(name: str, replacement: Any) -> Iterator[None]:
-    """qwen3.<name> (a layer class the decoder builds its ranks with) is ``replacement`` for the duration."""
-    original = getattr(qwen3, name)
-    setattr(qwen3, name, replacement)
-    try:
-        yield
-    finally:
-        setattr(qwen3, name, original)
+from .model import _replaced
 
 
 class _OProjBiasOnEveryRank:
@@ -74,17 +64,17 @@ class _KVBiasByRank:
 
 
 def _rank_o_proj_bias_on_every_rank(rank: int, tp: int, run: Any) -> Any:
-    with _layer_class("RowParallelLinear", _OProjBiasOnEveryRank):
+    with _replaced("RowParallelLinear", _OProjBiasOnEveryRank):
         return qwen3.rank_greedy(rank, tp, run)
 
 
 def _rank_qkv_bias_of_rank_zero(rank: int, tp: int, run: Any) -> Any:
-    with _layer_class("QKVParallelLinear", _QKVBiasOfRankZero):
+    with _replaced("QKVParallelLinear", _QKVBiasOfRankZero):
         return qwen3.rank_greedy(rank, tp, run)
 
 
 def _rank_kv_bias_by_rank(rank: int, tp: int, run: Any) -> Any:
-    with _layer_class("QKVParallelLinear", _KVBiasByRank):
+    with _replaced("QKVParallelLinear", _KVBiasByRank):
         return qwen3.rank_greedy(rank, tp, run)
 
 

@@ -9,38 +9,29 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from impl.distributed import shard_plan
 from impl.model_executor.models import qwen3
 
+from .model import _replaced
+
 Patch = Callable[[int], contextlib.AbstractContextManager[None]]
-
-
-@contextlib.contextmanager
-def _replaced(name: str, value: Any) -> Iterator[None]:
-    """shard_plan.<name> is ``value`` for the duration."""
-    original = getattr(shard_plan, name)
-    setattr(shard_plan, name, value)
-    try:
-        yield
-    finally:
-        setattr(shard_plan, name, original)
 
 
 def _vocab_padded_for_tp(tp: int) -> contextlib.AbstractContextManager[None]:
     """The vocabulary padded to a multiple of lcm(64, tp) instead of 64: every tp divides it, so the padded-vocabulary
     refusal never fires (vLLM pads to 64 and refuses)."""
     step = math.lcm(shard_plan.VOCAB_PADDING, tp)
-    return _replaced("pad_vocab", lambda vocab, pad_to=shard_plan.VOCAB_PADDING: -(-vocab // step) * step)
+    return _replaced("pad_vocab", lambda vocab, pad_to=shard_plan.VOCAB_PADDING: -(-vocab // step) * step, shard_plan)
 
 
 def _shares_floored(tp: int) -> contextlib.AbstractContextManager[None]:
     """``size // tp`` without the divisibility check: heads, ffn or vocabulary shares silently truncated (vLLM's
     divide asserts)."""
-    return _replaced("divide", lambda size, tp, what: size // tp)
+    return _replaced("divide", lambda size, tp, what: size // tp, shard_plan)
 
 
 def _rank_with(patch: Patch, rank: int, tp: int, run: Any) -> Any:
