@@ -216,7 +216,6 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
 def _shard(project: Project, rows: list[str], args: argparse.Namespace) -> "ShardRun":
     """The node ids and report record of `--shard I/N` (shards.py); UsageError naming the flag and its value."""
     from _vllm_gates.pick import item_names
-    from _vllm_gates.profiles import default_profile_name
     from _vllm_gates.pytest_compat import marker_expression
     from _vllm_gates.shards import ShardError, groups, parse_shard, recorded_durations, shard_run
 
@@ -230,9 +229,7 @@ def _shard(project: Project, rows: list[str], args: argparse.Namespace) -> "Shar
         found = groups(project, rows or None, keeps, item_names)
         impl = _implementation(project.config, args.impl) or "python"
         selection = {"rows": rows or None, "marker": args.marker, "impl": impl, "changed_since": args.changed_since}
-        drawing = (_profile(args) or default_profile_name()) != "ci"  # every profile but ci draws from a run seed
-        return shard_run(project, shard, found, recorded_durations(args.shard_durations), selection, impl,
-                         args.seed, drawing)
+        return shard_run(project, shard, found, recorded_durations(args.shard_durations), selection, impl, args.seed)
     except ShardError as error:
         raise UsageError(str(error)) from None
 

@@ -148,19 +148,19 @@ def tree(project: Project, impl: str, found: list[Group]) -> str:
 
 @dataclass(frozen=True)
 class ShardRun:
-    """What one shard runs (its node ids), the run seed its examples draw from (None: the profile draws none, or
-    --seed gave it) and the record its report carries (`meta.shard`)."""
+    """What one shard runs (its node ids), the run seed its examples draw from (--seed, or the tree's) and the record
+    its report carries (`meta.shard`)."""
 
     node_ids: list[str]
-    seed: int | None
+    seed: int
     record: dict[str, Any]
 
 
 def shard_run(project: Project, shard: Shard, found: list[Group], durations: Mapping[tuple[str, str], float],
-              selection: Mapping[str, Any], impl: str, given_seed: int | None, drawing: bool) -> ShardRun:
+              selection: Mapping[str, Any], impl: str, given_seed: int | None) -> ShardRun:
     """Shard ``shard`` of the groups ``found``; ShardError when there are fewer groups than shards (a shard would
-    run nothing). Under a profile that draws a run seed, shards without --seed share one taken from the tree's hash
-    (each run would otherwise draw its own, and the shards would not be one run)."""
+    run nothing). Shards without --seed share one taken from the tree's hash, whatever the profile: each run would
+    otherwise draw its own, and the profile in force is only known inside the run (a derandomized one ignores it)."""
     if len(found) < shard.count:
         raise ShardError(f"--shard {shard.label}: the selection has {len(found)} group(s) of gates that run together, "
                          f"fewer than {shard.count} shards (use at most --shard I/{max(len(found), 1)})")
@@ -169,7 +169,7 @@ def shard_run(project: Project, shard: Shard, found: list[Group], durations: Map
     by_key = {g.key: g for g in found}
     mine = shards[shard.index - 1]
     digest = tree(project, impl, found)
-    seed = given_seed if given_seed is not None else int(digest[:8], 16) % 10**9 if drawing else None
+    seed = given_seed if given_seed is not None else int(digest[:8], 16) % 10**9
     record = {"index": shard.index, "count": shard.count, "tree": digest,
               "selection": dict(selection), "balanced_by": "durations" if durations else "items",
               "plan": [[{"group": key, "gates": list(by_key[key].gates), "weight": round(weight[key], 6)} for key in keys]

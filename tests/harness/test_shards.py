@@ -124,6 +124,28 @@ def test_shards_under_a_drawing_profile_share_a_seed_taken_from_the_tree(example
     assert given.code == 0 and report["meta"]["seed"] == "7", given.text
 
 
+def test_shards_share_a_seed_when_the_environment_and_the_loaded_profile_disagree(example, monkeypatch):
+    """CI set, but a drawing profile already loaded in the process (an xdist worker's in-process run): one seed."""
+    from hypothesis import settings
+
+    example.add_gate("second")
+    monkeypatch.setenv("CI", "true")
+    before = settings.get_current_profile_name()
+    settings.load_profile("dev")
+    try:
+        seeds, evidence = set(), []
+        for index in (1, 2):
+            result, report = example.run_json("--shard", f"{index}/2", name=f"env-{index}.json")
+            assert result.code == 0, result.text
+            seeds.add(report["meta"]["seed"])
+            evidence += ["--evidence", str(example.root / "out" / f"env-{index}.json")]
+    finally:
+        settings.load_profile(before)
+    assert len(seeds) == 1, seeds
+    merged = example.gates("verdict", *evidence)
+    assert merged.code == 0, merged.text
+
+
 @pytest.mark.parametrize("value, words", [("0/4", "between 1 and N=4"), ("5/4", "between 1 and N=4"),
                                           ("1/0", "at least 1"), ("two", "expected I/N"), ("1/4/2", "expected I/N"),
                                           ("7/8", "fewer than 8 shards")])
@@ -164,7 +186,7 @@ def test_a_row_that_does_not_load_runs_whole_in_one_shard_and_errors_the_merged_
     assert whole.code == 3, whole.text
     evidence = []
     for index in (1, 2):
-        result, report = example.run_json("--marker", "cpu", "--shard", f"{index}/2", "--seed", "7",
+        result, report = example.run_json("--marker", "cpu", "--shard", f"{index}/2",
                                           name=f"shard-{index}.json")
         evidence += ["--evidence", str(example.root / "out" / f"shard-{index}.json")]
     plan = report["meta"]["shard"]["plan"]
