@@ -63,6 +63,10 @@ def test_the_new_row_passes_its_gate_audit_and_independence_as_written(example):
     assert gate["examples"] == 200 and 0 < gate["errors_agreed"] < gate["values_compared"]  # refusals drawn, most examples give values
     audited = _gates(example.root, "audit", "DEMO-ROW")
     assert audited.returncode == 0 and "1/1 rejected" in audited.stdout, audited.stdout + audited.stderr
+    judge_side = subprocess.run([sys.executable, "-c", "import sys, gates.rows.demo_row.demo_row_blocks; "
+                                 "print(sorted({m.split('.')[0] for m in sys.modules} & {'impl', 'oracles', 'torch'}))"],
+                                cwd=example.root, env=engine_env(), capture_output=True, text=True, timeout=60)
+    assert judge_side.stdout == "[]\n", judge_side.stdout + judge_side.stderr  # tests/test_judge_side.py's rule
     independent = _gates(example.root, "check-independence")
     assert independent.returncode == 0, independent.stdout + independent.stderr
     assert "DEMO-ROW-1.1" not in _gates(example.root, "coverage").stdout  # its one requirement is covered
