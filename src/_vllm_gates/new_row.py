@@ -146,11 +146,14 @@ def _taken(config: Config, plan: Layout) -> list[str]:
             found.append(f"{path[:-3]}/ already exists (the module {path[:-3].replace('/', '.')})")
     for gate_file in config.gate_files():
         operations = gate_file.parent / OPERATIONS_FILE
-        if operations.is_file():
-            document = yaml.safe_load(operations.read_text(encoding="utf-8")) or {}
-            if plan.names.operation in (document.get("operations") or {}):
-                found.append(f"operation {plan.names.operation!r} is already declared in "
-                             f"{operations.relative_to(root).as_posix()}")
+        try:
+            document = yaml.safe_load(operations.read_text(encoding="utf-8")) if operations.is_file() else None
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # that row's own load reports it
+        declared = document.get("operations") if isinstance(document, dict) else None
+        if isinstance(declared, dict) and plan.names.operation in declared:
+            found.append(f"operation {plan.names.operation!r} is already declared in "
+                         f"{operations.relative_to(root).as_posix()}")
     return list(dict.fromkeys(found))
 
 
