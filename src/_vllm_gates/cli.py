@@ -659,6 +659,9 @@ def parser() -> argparse.ArgumentParser:
     diverge.add_argument("--no-shrink", action="store_true", help="on a localized break, do not seek the fewest layers "
                          "and the shortest prompt that keep it (each a run of the reference and the implementation)")
     sub.add_parser("check-independence", help="packages that import what an independence contract forbids (impl, oracles)")
+    new_row = sub.add_parser("new-row", help="write a new row that passes as written: spec, roadmap entry, gate file, "
+                                             "operations.yaml, helper module, port and oracle stubs (docs/gating-a-port.md)")
+    new_row.add_argument("name", metavar="NAME", help="the row id, e.g. DEMO or KV-OFFLOAD (upper case, digits, dashes)")
     mutate = sub.add_parser("mutate", help="mutants of the implementation each row's sources name, run through the gates "
                                            "that reach their line: killed, survived, kill matrix (docs/mutation.md)")
     mutate.add_argument("rows", nargs="*", help="rows to mutate (default: all)")
@@ -712,9 +715,26 @@ def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
         return ExitCode.ERROR
 
 
+def cmd_new_row(args: argparse.Namespace, project: Project) -> int:
+    """`gates new-row NAME`: new_row writes the files; a refusal is a usage error naming why, and nothing is written."""
+    from _vllm_gates.new_row import NewRowRefused, new_row
+
+    try:
+        written = new_row(project.config, args.name, tuple(row.id for row in project.roadmap.rows))
+    except NewRowRefused as error:
+        raise UsageError(str(error)) from None
+    width = max(len(path) for path, _ in written)
+    print(f"gates new-row {args.name}: the row's files (docs/gating-a-port.md, \"A row's files\"):")
+    for path, what in written:
+        print(f"  {path:<{width}}  {what}")
+    print(f"next: gates run {args.name}; gates audit {args.name}; gates mutate {args.name} --max-mutants 10; then replace "
+          "the stub operation by the row's own")
+    return ExitCode.OK
+
+
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "report": cmd_report, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
             "deviations": cmd_deviations, "upstream-drift": cmd_upstream_drift, "check-independence": cmd_check_independence,
-            "mutate": cmd_mutate, "diverge": cmd_diverge}
+            "mutate": cmd_mutate, "diverge": cmd_diverge, "new-row": cmd_new_row}
 
 
 class _QuietPipe(io.RawIOBase):

@@ -15,7 +15,9 @@ from _vllm_gates.outcomes import OperationCount
 
 if TYPE_CHECKING:
     from _vllm_gates.evidence import Assessed
-    from _vllm_gates.verdicts import RunReport
+    from _vllm_gates.verdicts import ClaimResult, RowReport, RunReport
+
+OWN_CLAIM_STATE = "GATING"  # the state the hint proposes: it tolerates NOT-IMPLEMENTED gates, as a port in progress reads
 
 
 def count_operations(gate_file: GateFile, impl: str, listed: frozenset[str] | None,
@@ -64,3 +66,45 @@ def answered_on_evidence(assessed: Mapping[tuple[str, str], list["Assessed"]]) -
             if entry.usable and entry.evidence.answered is not None:
                 found.setdefault(row, entry.evidence.answered)
     return found
+
+
+def with_claims_hints(report: "RunReport", impl: str) -> "RunReport":
+    """A row whose claim an external implementation misses only for want of operations (each unmet claim of it
+    NOT-IMPLEMENTED) says so, and names the key of pyproject.toml that states the implementation's own claim
+    (docs/gating-a-port.md, "Your port's own claims"). Run after ``with_operation_counts``."""
+    from _vllm_gates.verdicts import Verdict
+
+    if impl == PYTHON:
+        return report
+    rows = []
+    for row in report.rows:
+        unmet = [claim for claim in (*row.milestones, row.claim) if claim.judged and not claim.claim_met]
+        if unmet and all(claim.verdict is Verdict.NOT_IMPLEMENTED for claim in unmet):
+            row = replace(row, claim=replace(row.claim, reason=f"{row.claim.reason}: {_claims_hint(row, impl, unmet)}"))
+        rows.append(row)
+    return replace(report, rows=tuple(rows))
+
+
+def _claims_hint(row: "RowReport", impl: str, unmet: list["ClaimResult"]) -> str:
+    """What ``impl`` lacks of the row, and the claims entry that would state its own claim for it."""
+    from _vllm_gates.config import SECTION, toml_key
+
+    count = row.operations
+    lacks = []
+    if count is not None and count.missing:
+        lacks.append(f"operation{'s' if len(count.missing) > 1 else ''} {', '.join(count.missing)}")
+    if count is not None and count.python_only:
+        lacks.append(f"the Python targets of gate{'s' if len(count.python_only) > 1 else ''} {', '.join(count.python_only)}")
+    what = " nor ".join(lacks) or "the operations of the row's gates"
+    milestones = [claim.milestone for claim in unmet if claim.milestone is not None]
+    key = toml_key([row.row])
+    if len(milestones) == len(row.milestones):
+        entry = f'{key} = "{OWN_CLAIM_STATE}"'
+    else:
+        lowered = ", ".join(f'{toml_key([m])} = "{OWN_CLAIM_STATE}"' for m in milestones)
+        entry = f'{key} = {{ state = "{OWN_CLAIM_STATE}", milestones = {{ {lowered} }} }}'
+    own = [claim for claim in unmet if claim.claimed_by == impl]
+    whose = (f"{impl}'s own claim in pyproject.toml says {own[0].state}: lower it to" if own else
+             f"the roadmap's claims are the Python port's: to judge {impl} on a claim of its own, add")
+    return (f"{impl!r} does not implement {what} ({whose} {entry} under [{SECTION}.implementations.{toml_key([impl])}.claims] "
+            f"in pyproject.toml; docs/gating-a-port.md, \"Your port's own claims\")")

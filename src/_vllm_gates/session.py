@@ -18,7 +18,7 @@ from _vllm_gates.claims import claimed_roadmap
 from _vllm_gates.config import Config
 from _vllm_gates.errors import Problem
 from _vllm_gates.exitcodes import ExitCode, SessionEnd, exit_code
-from _vllm_gates.implemented import answered_on_evidence, with_operation_counts
+from _vllm_gates.implemented import answered_on_evidence, with_claims_hints, with_operation_counts
 from _vllm_gates.items import RECORD, SKIP_CAUSE, GateItem, ItemIdentity, ItemRecord
 from _vllm_gates.model import GateFile, Roadmap
 from _vllm_gates.outcomes import ItemOutcome, SkipCause
@@ -192,6 +192,7 @@ class GateRun:
         if self.mutation is not None and partial is None:
             report = judge_strength(report, claimed, self.mutation, self.project.root)
         report = with_operation_counts(report, self.gate_files, self.impl, {**answered_on_evidence(assessed), **self.answered})
+        report = with_claims_hints(report, self.impl)
         report = replace(report, evidence_offered=bool(self.evidence) and partial is None)
         report = with_fingerprints(report, fingerprints, self.device, self._needs_device, scope.simulated)
         report = with_unknown_rows(report, {row: message for row, message in self.broken.items() if roadmap.row(row) is None})

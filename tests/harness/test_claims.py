@@ -4,6 +4,7 @@ each row says how many of its operations the port answers."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -60,6 +61,33 @@ def test_the_same_port_under_the_roadmaps_claims_fails_as_before(example):
     assert _claims(report)["M2"] == ("DONE", None, False)
     assert "claims DONE but the verdict is NOT-IMPLEMENTED" in result.out
     assert "EXAMPLE-ROW: fake: 1/2 operations implemented (missing: page-size)" in result.out
+
+
+def test_a_claim_missed_only_for_want_of_an_operation_names_the_claims_entry_that_states_the_ports_own(example):
+    """The row's unmet claim says which operation the port lacks and the entry of its own claims that would lower
+    it; written into pyproject.toml as given, that entry makes the same run meet every claim."""
+    _partial_port(example, claims=None)
+    result, _ = example.run_json("--impl", "fake")
+    assert result.code == 1, result.text
+    hint = re.search(r"^EXAMPLE-ROW: claims DONE but the verdict is NOT-IMPLEMENTED: 'fake' does not implement operation "
+                     r"page-size \(the roadmap's claims are the Python port's: to judge fake on a claim of its own, add "
+                     r"(?P<entry>.+) under \[tool\.vllm-gates\.implementations\.fake\.claims\] in pyproject\.toml; "
+                     r"docs/gating-a-port\.md, \"Your port's own claims\"\)$", result.out, re.MULTILINE)
+    assert hint, result.out
+    assert hint["entry"] == 'EXAMPLE-ROW = { state = "GATING", milestones = { M2 = "GATING" } }'
+    example.edit("[tool.vllm-gates.error-kinds]", f"[tool.vllm-gates.implementations.fake.claims]\n{hint['entry']}\n\n"
+                                                  "[tool.vllm-gates.error-kinds]", "pyproject.toml")
+    result, report = example.run_json("--impl", "fake")
+    assert result.code == 0, result.text
+    assert _claims(report) == {"M1": ("DONE", None, True), "M2": ("GATING", "fake", True), "(row)": ("GATING", "fake", True)}
+
+
+def test_no_claims_entry_is_proposed_where_a_gate_fails(example):
+    """A wrong answer is the port's defect, not a claim to lower: the unmet claim names no claims entry."""
+    _external(example, "wrong-value")
+    result, _ = example.run_json("--impl", "fake")
+    assert result.code == 1, result.text
+    assert "claims DONE but the verdict is FAIL" in result.out and "does not implement" not in result.out
 
 
 def test_the_python_ports_claims_stay_the_roadmaps(example):
