@@ -20,7 +20,8 @@ try:  # Ctrl-C while the command is still starting: one line, as main() says it 
     from _vllm_gates.project import Project, unknown_row
     from _vllm_gates.selection import Handover, RowsRefused, requested_rows
     from _vllm_gates.features import RunPlan, options, planned
-    from _vllm_gates.feature_mutation import mutation_evidence
+    from _vllm_gates.feature_mutation import MUTATION, mutation_evidence
+    from _vllm_gates.feature_reports import JSON, MARKDOWN
 except KeyboardInterrupt:
     sys.stderr.write("gates: interrupted (SIGINT) while starting\n")
     raise SystemExit(130) from None
@@ -193,8 +194,7 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
     plan = planned(RunPlan(UsageError, tuple(rows), _profile(args), _implementation(project.config, args.impl), targets,
                            args.seed), args, project)  # each feature's part (features.py): checked before anything runs
     extra = _marker_args(args.marker) + _row_args(rows)
-    for flag, value in (("--gates-json", args.json), ("--gates-markdown", args.markdown), ("--junitxml", args.junit),
-                        ("--hypothesis-profile", plan.profile), ("--hypothesis-seed", plan.seed),
+    for flag, value in (("--hypothesis-profile", plan.profile), ("--hypothesis-seed", plan.seed),
                         ("--gates-changed-since", args.changed_since), ("--gates-impl", plan.impl)):
         if value:
             extra.append(f"{flag}={value}")
@@ -527,12 +527,9 @@ def parser() -> argparse.ArgumentParser:
                                                           "that printed it drew, under the same profile (default: a fresh one)")
     run.add_argument("--deep", action="store_true", help="the deep profile (--profile deep): fifty times each gate's "
                                                           "examples, drawn from a fresh seed that the summary prints")
-    run.add_argument("--json", metavar="F", help="write the verdicts as JSON")
-    run.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
-    run.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per gate item and per claim")
     run.add_argument("--impl", metavar="NAME", help="the implementation to judge: python (default) or one declared under "
                                                     "[tool.vllm-gates.implementations]; built first when out of date")
-    for option in options("cli"):  # each feature's (features.py): --examples-db, --evidence, --mutation, --shard, ...
+    for option in options("cli"):  # each feature's (features.py): --json, --examples-db, --evidence, --mutation, --shard, ...
         option.add_to_cli(run)
     verdict = sub.add_parser("verdict", help="judge the claims from evidence files (--json reports of earlier runs); runs nothing",
                              epilog=EPILOG)
@@ -541,11 +538,10 @@ def parser() -> argparse.ArgumentParser:
                          help="a run's --json report; repeat it to merge machines (the CPU job's and the GPU job's)")
     verdict.add_argument("--impl", metavar="NAME", help="the implementation the claims are judged for (default: python); "
                                                         "evidence of another implementation is not used")
-    verdict.add_argument("--json", metavar="F", help="write the verdicts as JSON")
-    verdict.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
+    JSON.add_to_cli(verdict)
+    MARKDOWN.add_to_cli(verdict)
     verdict.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per claim")
-    verdict.add_argument("--mutation", metavar="F", help="a `gates mutate` report: a milestone stating `mutation: S` is "
-                                                         "DONE only where its row scored at least S on today's sources")
+    MUTATION.add_to_cli(verdict)
     report = sub.add_parser("report", help="one self-contained HTML page from a run's JSON report, a mutation report "
                                            "and `gates diverge` reports")
     report.add_argument("--html", metavar="F", required=True, help="the page to write")

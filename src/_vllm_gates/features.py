@@ -20,6 +20,7 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 FEATURES = (  # the registration: a new feature is its module and a line here (this order: their plans, items, notes)
+    "_vllm_gates.feature_reports",
     "_vllm_gates.feature_shards",
     "_vllm_gates.feature_examples_db",
     "_vllm_gates.feature_evidence",

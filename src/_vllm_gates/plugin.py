@@ -63,8 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         rows = _requested_rows(snapshot, list(config.getoption("gates_row") or ()), changed_since)
     seed = RunSeed.choose(config.getoption(SEED_OPTION, default=None), getattr(config, "workerinput", {}).get(xdist_run.SEED_KEY))
-    run = GateRun(snapshot, pool=pool, audit=bool(config.getoption("gates_audit")), json_path=config.getoption("gates_json"),
-                  markdown_path=config.getoption("gates_markdown"), impl=implementation.name, requested_rows=rows,
+    run = GateRun(snapshot, pool=pool, audit=bool(config.getoption("gates_audit")), impl=implementation.name, requested_rows=rows,
                   meta=meta, markexpr=config.option.markexpr or "", collect_only=bool(config.option.collectonly), seed=seed,
                   **run_values(config, handed, xdist_run.is_worker(config)))
     config.stash[RUN_SEED] = run.seed

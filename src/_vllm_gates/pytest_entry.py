@@ -33,8 +33,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gates-changed-since", metavar="REF",
                     help="judge only the rows that changes since the git ref REF can affect (files their gates import, "
                          "sources, row folder, gate file, spec, roadmap entry; the harness or pyproject.toml: every row)")
-    group.addoption("--gates-json", metavar="F", help="write the run's verdicts as JSON to F")
-    group.addoption("--gates-markdown", metavar="F", help="write the run's verdicts as Markdown to F")
     group.addoption("--gates-impl", metavar="NAME", default=None,
                     help="judge this implementation (`python`, the default, or one of [tool.vllm-gates.implementations]); "
                          "an external one is built first when its sources changed")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,3 +131,33 @@ def test_a_feature_module_imports_only_the_host_at_its_top() -> None:
              "print(sorted(m for m in sys.modules if m.startswith('_vllm_gates')))")
     ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert ran.stdout.strip() == repr(sorted(["_vllm_gates", "_vllm_gates.features", *FEATURES]))
+
+
+def test_a_new_feature_is_its_module_and_a_registration(example) -> None:
+    """A feature written after the host: an option for both front doors, its state in the run's stash, a note under
+    the row table and a report pass after every other, with no edit to plugin, session or cli."""
+    seen: list[tuple[Any, Any]] = []
+    key = pytest.StashKey[str]()
+    demo = types.ModuleType("feature_demo")
+    option = RunOption("demo-note", "a note said under the row table", metavar="TEXT")
+    demo.gates_add_options = hookimpl(lambda: [option])  # type: ignore[attr-defined]
+    demo.gates_plan_run = hookimpl(lambda plan, args, project: dataclasses.replace(  # type: ignore[attr-defined]
+        plan, pytest_args=plan.pytest_args + tuple(option.pytest_args(getattr(args, option.dest)))))
+
+    def configure(run: Any, config: Any) -> None:
+        run.stash[key] = config.getoption(option.pytest_dest)
+        run.tell(f"demo says {run.stash[key]}")
+
+    demo.gates_configure = hookimpl(configure)  # type: ignore[attr-defined]
+    demo.gates_report_passes = hookimpl(lambda: [ReportPass(800, "demo", lambda report, judging: seen.append(  # type: ignore[attr-defined]
+        (report, judging)) or report)])
+    features.host().register(demo, "feature_demo")
+    try:
+        ran = example.gates("run", "--demo-note", "hello")
+    finally:
+        features.host().unregister(demo)
+    assert ran.code == 0, ran.out + ran.err
+    assert "demo says hello" in ran.out
+    ((report, judging),) = seen
+    assert [row.row for row in report.rows] == [row.row for row in judging.run.report.rows]
+    assert judging.run.stash[key] == "hello"
