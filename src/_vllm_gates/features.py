@@ -119,6 +119,7 @@ class FeatureSpec:
     @hookspec
     def gates_add_options(self) -> Sequence[RunOption]:
         """The run options this feature adds."""
+        return ()
 
     @hookspec
     def gates_run_values(self, config: Any, handed: Any, worker: bool) -> dict[str, Any] | None:
@@ -136,10 +137,12 @@ class FeatureSpec:
     @hookspec
     def gates_gate_items(self, node: Any, resolved: Any, common: dict[str, Any]) -> Sequence[Any]:
         """The items this feature adds to a gate's (after the gate's own)."""
+        return ()
 
     @hookspec
     def gates_item_properties(self, record: Any) -> Sequence[tuple[str, str]]:
         """The JUnit properties a gate item's record adds to its test case."""
+        return ()
 
     @hookspec
     def gates_before_verdicts(self, judging: Judging) -> None:
@@ -148,6 +151,7 @@ class FeatureSpec:
     @hookspec
     def gates_report_passes(self) -> Sequence[ReportPass]:
         """This feature's passes over the finished run report."""
+        return ()
 
 
 _HOST: pluggy.PluginManager | None = None
