@@ -19,6 +19,9 @@ try:  # Ctrl-C while the command is still starting: one line, as main() says it 
     from _vllm_gates.profiles import PROFILES
     from _vllm_gates.project import Project, unknown_row
     from _vllm_gates.selection import Handover, RowsRefused, requested_rows
+    from _vllm_gates.features import RunPlan, options, planned
+    from _vllm_gates.feature_mutation import MUTATION, mutation_evidence
+    from _vllm_gates.feature_reports import JSON, MARKDOWN
 except KeyboardInterrupt:
     sys.stderr.write("gates: interrupted (SIGINT) while starting\n")
     raise SystemExit(130) from None
@@ -26,9 +29,7 @@ except KeyboardInterrupt:
 if TYPE_CHECKING:
     from _vllm_gates.evidence import GateEvidence
     from _vllm_gates.independence import Violation
-    from _vllm_gates.mutation_claims import MutationEvidence
     from _vllm_gates.shard_merge import Merged
-    from _vllm_gates.shards import ShardRun
 
 MARKER_CHOICES_HELP = "a marker of the project ([tool.vllm-gates] markers), or all"
 EPILOG = ("claims: DONE needs every gate PASS, in this run or on evidence (gates verdict, --evidence); PARTIAL lets "
@@ -190,54 +191,17 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
         return judge_without_items(project, {"json": args.json, "markdown": args.markdown, "junit": args.junit,
                                                     "rows": [], "changed_since": args.changed_since})
     targets = _picked(project, rows, args) if args.gate or args.case else None
-    if args.shard_durations and not args.shard:
-        raise UsageError(f"--shard-durations {args.shard_durations[0]}: balances the shards of --shard I/N; give --shard with it")
-    shard = _shard(project, rows, args) if args.shard else None
-    targets = shard.node_ids if shard is not None else targets
-    seed = args.seed if shard is None else shard.seed
+    plan = planned(RunPlan(UsageError, tuple(rows), _profile(args), _implementation(project.config, args.impl), targets,
+                           args.seed), args, project)  # each feature's part (features.py): checked before anything runs
     extra = _marker_args(args.marker) + _row_args(rows)
-    for flag, value in (("--gates-json", args.json), ("--gates-markdown", args.markdown), ("--junitxml", args.junit),
-                        ("--hypothesis-profile", _profile(args)), ("--hypothesis-seed", seed),
-                        ("--gates-changed-since", args.changed_since),
-                        ("--gates-impl", _implementation(project.config, args.impl))):
+    for flag, value in (("--hypothesis-profile", plan.profile), ("--hypothesis-seed", plan.seed),
+                        ("--gates-changed-since", args.changed_since), ("--gates-impl", plan.impl)):
         if value:
             extra.append(f"{flag}={value}")
-    extra += _examples_db_args(args)
-    evidence = tuple(_evidence(args.evidence, absolute=True))  # handed over: read once, checked before anything runs
-    if args.mutation:  # checked here, so a report that cannot be used is a usage error before anything runs
-        _mutation_evidence(args.mutation)
-        extra.append(f"--gates-mutation={Path(args.mutation).resolve()}")
+    extra += plan.pytest_args
     options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows or None,
                "markexpr": "" if args.marker == "all" else args.marker}
-    meta = {"shard": shard.record} if shard is not None else {}
-    return _pytest(Handover(project, tuple(rows) or None, evidence, meta), extra, options, targets=targets)
-
-
-def _shard(project: Project, rows: list[str], args: argparse.Namespace) -> "ShardRun":
-    """The node ids and report record of `--shard I/N` (shards.py); UsageError naming the flag and its value."""
-    from _vllm_gates.pick import item_names
-    from _vllm_gates.pytest_compat import marker_expression
-    from _vllm_gates.shards import ShardError, groups, parse_shard, recorded_durations, shard_run
-
-    try:
-        shard = parse_shard(args.shard)
-        if args.gate or args.case:
-            raise ShardError(f"--shard {args.shard}: a shard is a slice of whole rows; it cannot be combined with --gate or --case")
-        if not args.json:
-            raise ShardError(f"--shard {args.shard}: a shard's evidence is its JSON report: give --json F")
-        keeps = (lambda markers: True) if args.marker == "all" else marker_expression(args.marker)
-        found = groups(project, rows or None, keeps, item_names)
-        impl = _implementation(project.config, args.impl) or "python"
-        selection = {"rows": rows or None, "marker": args.marker, "impl": impl, "changed_since": args.changed_since}
-        return shard_run(project, shard, found, recorded_durations(args.shard_durations), selection, impl, args.seed)
-    except ShardError as error:
-        raise UsageError(str(error)) from None
-
-
-def _examples_db_args(args: argparse.Namespace) -> list[str]:
-    """--examples-db and --examples-db-read-only as the plugin's options, absolute (pytest runs in the project root)."""
-    written = [f"--gates-examples-db={Path(args.examples_db).resolve()}"] if args.examples_db else []
-    return written + [f"--gates-examples-db-read-only={Path(entry).resolve()}" for entry in args.examples_db_read_only]
+    return _pytest(Handover(project, tuple(rows) or None, plan.evidence, plan.meta), extra, options, targets=plan.targets)
 
 
 def _profile(args: argparse.Namespace) -> str | None:
@@ -281,7 +245,7 @@ def cmd_verdict(args: argparse.Namespace, project: Project) -> int:
         print(f"gates verdict: {line}", file=sys.stderr)
     options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows,
                "unproven_shards": list(shards.missing) if shards is not None else [],
-               "impl": _implementation(project.config, args.impl), "mutation": _mutation_evidence(args.mutation)}
+               "impl": _implementation(project.config, args.impl), "mutation": mutation_evidence(args.mutation, UsageError)}
     return judge_on_evidence(project, found, options)
 
 
@@ -293,17 +257,6 @@ def _shards(paths: list[str]) -> "Merged | None":
     try:
         return merge(shard_files(paths))
     except ShardsRefused as error:
-        raise UsageError(str(error)) from None
-
-
-def _mutation_evidence(shown: str | None) -> "MutationEvidence":
-    """The `--mutation` report (mutation_claims.load_mutation_evidence); UsageError naming a file that cannot be used."""
-    from _vllm_gates.mutation_claims import load_mutation_evidence
-    from _vllm_gates.mutation_evidence import MutationEvidenceError
-
-    try:
-        return load_mutation_evidence(shown)
-    except MutationEvidenceError as error:
         raise UsageError(str(error)) from None
 
 
@@ -574,26 +527,10 @@ def parser() -> argparse.ArgumentParser:
                                                           "that printed it drew, under the same profile (default: a fresh one)")
     run.add_argument("--deep", action="store_true", help="the deep profile (--profile deep): fifty times each gate's "
                                                           "examples, drawn from a fresh seed that the summary prints")
-    run.add_argument("--examples-db", metavar="DIR", help="the example database read first and written: each gate's "
-                     "failing examples are saved in DIR and replayed before any generated one (pyproject: examples-db)")
-    run.add_argument("--examples-db-read-only", action="append", default=[], metavar="DIR",
-                     help="an example database only read, e.g. a nightly job's artifact (repeatable; pyproject: "
-                          "examples-db-read-only)")
-    run.add_argument("--json", metavar="F", help="write the verdicts as JSON")
-    run.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
-    run.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per gate item and per claim")
     run.add_argument("--impl", metavar="NAME", help="the implementation to judge: python (default) or one declared under "
                                                     "[tool.vllm-gates.implementations]; built first when out of date")
-    run.add_argument("--mutation", metavar="F", help="a `gates mutate` report: milestones stating `mutation: S` are judged "
-                                                     "on it (without it, gates run does not judge `mutation:`)")
-    run.add_argument("--evidence", action="append", default=[], metavar="F",
-                     help="an earlier run's --json report (another machine's): its gates count where their fingerprint "
-                          "matches the tree now (repeatable)")
-    run.add_argument("--shard", metavar="I/N", help="run shard I of N (from 1): a deterministic slice of the selected "
-                     "gates, a gate with its upstream legs kept whole; needs --json, its evidence for `gates verdict`")
-    run.add_argument("--shard-durations", action="append", default=[], metavar="F",
-                     help="an earlier run's --json report: --shard balances the shards by the durations it recorded "
-                          "(default: by item count; repeatable; every shard must be given the same files)")
+    for option in options("cli"):  # each feature's (features.py): --json, --examples-db, --evidence, --mutation, --shard, ...
+        option.add_to_cli(run)
     verdict = sub.add_parser("verdict", help="judge the claims from evidence files (--json reports of earlier runs); runs nothing",
                              epilog=EPILOG)
     verdict.add_argument("rows", nargs="*", help="rows to judge (default: all)")
@@ -601,11 +538,10 @@ def parser() -> argparse.ArgumentParser:
                          help="a run's --json report; repeat it to merge machines (the CPU job's and the GPU job's)")
     verdict.add_argument("--impl", metavar="NAME", help="the implementation the claims are judged for (default: python); "
                                                         "evidence of another implementation is not used")
-    verdict.add_argument("--json", metavar="F", help="write the verdicts as JSON")
-    verdict.add_argument("--markdown", metavar="F", help="write the verdicts as Markdown (a CI step summary)")
+    JSON.add_to_cli(verdict)
+    MARKDOWN.add_to_cli(verdict)
     verdict.add_argument("--junit", metavar="F", help="write JUnit XML: a test case per claim")
-    verdict.add_argument("--mutation", metavar="F", help="a `gates mutate` report: a milestone stating `mutation: S` is "
-                                                         "DONE only where its row scored at least S on today's sources")
+    MUTATION.add_to_cli(verdict)
     report = sub.add_parser("report", help="one self-contained HTML page from a run's JSON report, a mutation report "
                                            "and `gates diverge` reports")
     report.add_argument("--html", metavar="F", required=True, help="the page to write")

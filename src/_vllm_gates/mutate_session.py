@@ -168,7 +168,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     if not path or run is None:
         return None
     plan = json.loads(Path(path).read_text(encoding="utf-8"))
-    run.items_left.clear()  # no worker is retired as a file's items end: they run again and again
+    run.keep_workers()  # no worker is retired as a file's items end: they run again and again
     state = Session(plan, run.pool)
     broken = [item for item in session.items if isinstance(item, GateItem) and item.identity.kind == ItemKind.DEFINITION]
     if broken:

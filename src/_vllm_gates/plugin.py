@@ -18,18 +18,15 @@ from _vllm_gates import lifeline, xdist_run
 from _vllm_gates.checks import ResolvedGate, Subject
 from _vllm_gates.config import implementation_refused, load_config
 from _vllm_gates.errors import DefinitionError, Problem
-from _vllm_gates.evidence import GateEvidence
-from _vllm_gates.examples_db import DatabasePath, SharedExamples, open_shared_examples
-from _vllm_gates.mutation_claims import MutationEvidence, load_mutation_evidence
+from _vllm_gates.features import gathered, run_values
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run, not_started, pointer
 from _vllm_gates.implementations import PYTHON, Implementation
-from _vllm_gates.items import EXAMPLES, RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, StrengthItem, known_bad_items, known_good_items, link_runs
+from _vllm_gates.items import RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items, known_good_items, link_runs
 from _vllm_gates.model import Gate, GateFile, TargetRef
-from _vllm_gates.policies import has_tolerance
-from _vllm_gates.outcomes import NotImplementedBy, RequirementUnmet
-from _vllm_gates.profiles import SEED_OPTION, RunSeed, load_default_profile, register_profiles
-from _vllm_gates.requirements import Requirement, unmet
+from _vllm_gates.outcomes import NotImplementedBy
+from _vllm_gates.profiles import SEED_OPTION, RunSeed, register_profiles
+from _vllm_gates.requirements import unmet
 from _vllm_gates.project import Project, second_gate_file
 from _vllm_gates.selection import Handover, RowsRefused, UnknownRow, requested_rows
 from _vllm_gates.sandbox import explain_refusal, sandbox_for
@@ -58,29 +55,20 @@ def pytest_configure(config: pytest.Config) -> None:
                                  external=implementation.command, settings=implementation.settings,
                                  max_buffer_bytes=project.max_tensor_bytes, sandbox=sandbox_for(project, implementation)),
                       budget_s=project.run_budget)
-    run = GateRun(snapshot, pool=pool, audit=bool(config.getoption("gates_audit")), json_path=config.getoption("gates_json"),
-                  markdown_path=config.getoption("gates_markdown"), impl=implementation.name)
     changed_since = config.getoption("gates_changed_since")
-    if changed_since:
-        run.meta["changed_since"] = changed_since
+    meta: dict[str, Any] = {"changed_since": changed_since} if changed_since else {}
     if handed is not None:  # `gates run` resolved them from its own arguments
-        run.requested_rows, run.evidence = handed.rows, list(handed.evidence)
-        run.meta.update(handed.meta)
+        rows = handed.rows
+        meta.update(handed.meta)
     else:
-        run.requested_rows = _requested_rows(snapshot, list(config.getoption("gates_row") or ()), changed_since)
-        run.evidence = [] if xdist_run.is_worker(config) else _load_evidence(list(config.getoption("gates_evidence") or ()))
-    if config.getoption("gates_mutation") and not xdist_run.is_worker(config):
-        run.mutation = _load_mutation(config.getoption("gates_mutation"))
-    run.markexpr = config.option.markexpr or ""
-    run.collect_only = bool(config.option.collectonly)
-    run.seed = RunSeed.choose(config.getoption(SEED_OPTION, default=None),
-                              getattr(config, "workerinput", {}).get(xdist_run.SEED_KEY))
+        rows = _requested_rows(snapshot, list(config.getoption("gates_row") or ()), changed_since)
+    seed = RunSeed.choose(config.getoption(SEED_OPTION, default=None), getattr(config, "workerinput", {}).get(xdist_run.SEED_KEY))
+    run = GateRun(snapshot, pool=pool, audit=bool(config.getoption("gates_audit")), impl=implementation.name, requested_rows=rows,
+                  meta=meta, markexpr=config.option.markexpr or "", collect_only=bool(config.option.collectonly), seed=seed,
+                  **run_values(config, handed, xdist_run.is_worker(config)))
     config.stash[RUN_SEED] = run.seed
-    config.stash[EXAMPLES] = _shared_examples(config, project, run)
     config.stash[_RUN] = run
-    _stop_on_sigterm(run)
-    config.pluginmanager.register(InterruptWatcher(run), "vllm-gates-interrupts")
-    config.pluginmanager.register(RequirementSkips(run), "vllm-gates-requirements")
+    gathered("gates_configure", run=run, config=config)  # each feature's state, in its own stash key
     if xdist_run.is_controller(config):
         config.pluginmanager.register(xdist_run.Controller(run), "vllm-gates-xdist")
     if xdist_run.is_worker(config):  # the controller's death ends this process and its workers (docs/worker-protocol.md §2.1)
@@ -88,29 +76,6 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in project.markers:
         config.addinivalue_line("markers", f"{marker.name}: {marker.help}")
     register_profiles()
-
-
-def _shared_examples(config: pytest.Config, project: Any, run: GateRun) -> SharedExamples | None:
-    """The run's example database: --gates-examples-db and --gates-examples-db-read-only, else the project's
-    `examples-db` keys (relative to its root). A directory that cannot be used is left out and said once, under
-    the row table (by an xdist controller, not by each worker); the database in use is named there too."""
-    given, read = config.getoption("gates_examples_db"), list(config.getoption("gates_examples_db_read_only") or ())
-    if given:
-        written: DatabasePath | None = DatabasePath(Path(given).resolve(), "--gates-examples-db, gates run --examples-db")
-    else:
-        written = DatabasePath(project.root / project.examples_db, "examples-db in pyproject.toml") if project.examples_db else None
-    if read:
-        read_only = [DatabasePath(Path(entry).resolve(), "--gates-examples-db-read-only, gates run --examples-db-read-only")
-                     for entry in read]
-    else:
-        read_only = [DatabasePath(project.root / entry, "examples-db-read-only in pyproject.toml")
-                     for entry in project.examples_db_read_only]
-    shared, refusals = open_shared_examples(written, read_only)
-    if not xdist_run.is_worker(config):
-        run.notes += refusals + ([f"example database: {shared.shown}"] if shared is not None else [])
-        if shared is not None:
-            run.meta["examples_db"] = shared.shown
-    return shared
 
 
 def _handed_over(config: pytest.Config) -> Handover | None:
@@ -142,7 +107,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             run.pool.spawner()  # the fork server imports its preload modules while the judge collects
         implementation = run.project.implementation(run.impl)
         if implementation is not None:
-            run.impl_problems = before_run(run.project, implementation)
+            run.implementation_unusable(before_run(run.project, implementation))
 
 
 def _may_collect_gate_files(config: pytest.Config, run: GateRun) -> bool:
@@ -153,26 +118,6 @@ def _may_collect_gate_files(config: pytest.Config, run: GateRun) -> bool:
         if path in args or not args.isdisjoint(path.parents):
             return True
     return False
-
-
-def _load_evidence(paths: list[str]) -> list[GateEvidence]:
-    """The --gates-evidence files' gates (evidence.load_evidence_files); a usage error names a file that cannot be used."""
-    from _vllm_gates.evidence import EvidenceError, load_evidence_files
-
-    try:
-        return load_evidence_files(paths)
-    except EvidenceError as error:
-        raise pytest.UsageError(str(error)) from None
-
-
-def _load_mutation(shown: str) -> MutationEvidence:
-    """The --gates-mutation report (mutation_claims.load_mutation_evidence); a usage error names a file that cannot be used."""
-    from _vllm_gates.mutation_evidence import MutationEvidenceError
-
-    try:
-        return load_mutation_evidence(shown)
-    except MutationEvidenceError as error:
-        raise pytest.UsageError(str(error)) from None
 
 
 def _requested_rows(snapshot: Project, rows: list[str], changed_since: str | None) -> tuple[str, ...] | None:
@@ -202,7 +147,7 @@ class GateFileNode(pytest.File):
         row = peek_row_id(self.path)
         if run.requested_rows is not None and row not in run.requested_rows:
             return  # not a row of this run: its file yields nothing
-        run.collected_files.add(self.path.resolve())
+        run.collected(self.path.resolve())
         every = project.marker_names
         common = {"row": row, "gate_id": "<file>", "milestone": "", "line": 1, "markers": every}
         yield from _implementation_error(self, run, common)
@@ -213,23 +158,22 @@ class GateFileNode(pytest.File):
         try:
             gate_file = run.snapshot.run_gate_file(self.path)
         except DefinitionError as error:
-            run.broken[row] = str(error)
+            run.file_broken(row, str(error))
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=error.problems, **common)
             return
-        first = run.row_files.setdefault(gate_file.row, gate_file.path)
-        if first != gate_file.path:
+        first = run.take_gate_file(gate_file)
+        if first is not None:
             problem = second_gate_file(gate_file, first)
-            run.broken[gate_file.row] = str(problem)
+            run.file_broken(gate_file.row, str(problem))
             yield DefinitionErrorItem.from_parent(self, name="definition", problems=[problem], **common)
             return
-        run.gate_files[gate_file.row] = gate_file
         for broken in gate_file.broken_gates:  # ERROR, each at its own line; the file's other gates still run
             yield DefinitionErrorItem.from_parent(self, name=f"definition[{broken.id}]", problems=list(broken.problems),
                                                   **{**common, "gate_id": broken.id, "milestone": broken.milestone,
                                                      "line": broken.problems[0].location.line})
         operations = external_operations(run, gate_file) if run.pool.spec.external and not run.impl_problems else None
         if operations is not None and not run.impl_problems:
-            run.answered[gate_file.row] = operations
+            run.operations_listed(gate_file.row, operations)
         yield from _implementation_error(self, run, {**common, "row": gate_file.row})
         if run.impl_problems:  # each gate points at the one error; none is resolved or run
             for gate in gate_file.gates:
@@ -255,8 +199,7 @@ class GateFileNode(pytest.File):
 def _implementation_error(node: GateFileNode, run: GateRun, common: dict[str, Any]) -> Iterator[pytest.Item]:
     """The one item of the run that reports why its implementation cannot be used, yielded by the first gate file
     collected once that is known (issue 25: one error, not one per gate)."""
-    if run.impl_problems and not run.impl_reported:
-        run.impl_reported = True
+    if run.report_implementation_once():
         yield DefinitionErrorItem.from_parent(node, name=f"implementation[{run.impl}]", problems=list(run.impl_problems), **common)
 
 
@@ -366,7 +309,7 @@ def external_operations(run: GateRun, gate_file: GateFile) -> frozenset[str]:
     except WorkerLost as lost:
         implementation = run.project.implementation(run.impl)
         assert implementation is not None
-        run.impl_problems = [not_started(run.project, implementation, str(lost), f"impl of {gate_file.path}")]
+        run.implementation_unusable([not_started(run.project, implementation, str(lost), f"impl of {gate_file.path}")])
         return frozenset()
 
 
@@ -414,8 +357,7 @@ class GateNode(pytest.Collector):
         run = gate_run(self.config)
         assert run is not None
         key = (self.row, self.resolved.gate.id)
-        run.declared[key] = [item.name for item in items]
-        run.gate_markers[key] = self.resolved.gate.markers
+        run.gate_collected(key, [item.name for item in items], self.resolved.gate.markers)
         yield from items
 
     def _items(self) -> Iterator[pytest.Item]:
@@ -429,8 +371,7 @@ class GateNode(pytest.Collector):
         yield from known_bad_items(self, self.resolved, common, gate.known_bad)
         yield from known_good_items(self, self.resolved, common, gate.known_good)
         yield AuditItem.from_parent(self, name="audit", resolved=self.resolved, **common, line=gate.location.line)
-        if has_tolerance(gate.policy):
-            yield StrengthItem.from_parent(self, name="strength", resolved=self.resolved, **common, line=gate.location.line)
+        yield from gathered("gates_gate_items", node=self, resolved=self.resolved, common=common)  # (the strength audit)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: an unmarked test is selected by the default marker
@@ -445,65 +386,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(run.project.default_marker)
 
 
-class RequirementSkips:
-    """Skips items whose marker requires what is missing here; runs after `-m` and `-k` deselect, so that a
-    requirement (importing torch to ask for CUDA) is checked only when a selected item needs it."""
-
-    def __init__(self, run: GateRun):
-        self.run = run
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        names = set(self.run.project.marker_names)
-        reasons: dict[Requirement, str | None] = {}  # each requirement asked once per run
-        for item in items:
-            if isinstance(item, DefinitionErrorItem):
-                continue
-            for name in sorted({m.name for m in item.iter_markers()} & names):
-                requirement = self.run.project.marker(name).requires  # type: ignore[union-attr]
-                if requirement is None:
-                    continue
-                if requirement not in reasons:
-                    reasons[requirement] = self._unmet(requirement)
-                reason = reasons[requirement]
-                if reason:
-                    cause = RequirementUnmet(name, requirement.name, reason)
-                    if isinstance(item, GateItem):
-                        item.stash[SKIP_CAUSE] = cause
-                    why = cause.text() if isinstance(item, GateItem) else f"{name} test skipped: {reason}"
-                    item.add_marker(pytest.mark.skip(reason=why))
-                    break
-        if any(isinstance(item, GateItem) for item in items):
-            load_default_profile()
-
-    def _unmet(self, requirement: Requirement) -> str | None:
-        """Why this machine lacks the requirement; a project's detector that fails is a usage error at its line."""
-        try:
-            return unmet(requirement, self.run.project)
-        except DefinitionError as error:
-            raise pytest.UsageError(f"vllm-gates configuration:\n{error}") from None
-
-
 def pytest_deselected(items: list[pytest.Item]) -> None:
     if items:
         run = gate_run(items[0].config)
         if run is not None:
-            run.deselected += sum(isinstance(item, GateItem) for item in items)
+            run.count_deselected(sum(isinstance(item, GateItem) for item in items))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     run = gate_run(session.config)
     if run is not None:
-        run.selected = [item.identity for item in session.items if isinstance(item, GateItem)]
-        for item in session.items:
-            if isinstance(item, GateItem):
-                run.selected_items.setdefault((item.identity.row, item.identity.gate), set()).add(item.name)
+        run.selection_made([item for item in session.items if isinstance(item, GateItem)],
+                           [where for where in map(_worker_file, session.items) if where is not None])
         if not xdist_run.is_worker(session.config):  # an xdist worker runs what it is sent, in the order it is sent
             link_runs(session.items)
-        for item in session.items:
-            where = _worker_file(item)
-            if where is not None:
-                run.items_left[where] = run.items_left.get(where, 0) + 1
         if run.pool is not None:
             run.pool.retire(SHARED_CHECKER)
 
@@ -521,8 +417,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if run is not None:
         run.record(item, report)
         record = item.stash.get(RECORD, None) if isinstance(item, GateItem) and report.when == "call" else None
-        if record is not None and record.tolerance_used is not None:  # JUnit: the item's test case carries it
-            item.user_properties.append(("tolerance_used", f"{record.tolerance_used:.6g}"))  # (as record_property does)
+        if record is not None:  # JUnit: the item's test case carries what the features take from its record
+            item.user_properties.extend(gathered("gates_item_properties", record=record))
         if isinstance(item, GateItem) and xdist_run.is_worker(item.config):
             xdist_run.attach(report, item.identity, item.stash.get(RECORD, None), item.stash.get(SKIP_CAUSE, None))
         if report.when == "teardown":
@@ -533,11 +429,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def _one_item_done(run: GateRun, item: pytest.Item) -> None:
     """After a gate file's last selected item, its workers end (hundreds of files never hold hundreds of workers)."""
     where = _worker_file(item)
-    if where is not None and where in run.items_left:
-        run.items_left[where] -= 1
-        if run.items_left[where] <= 0:
-            del run.items_left[where]
-            run.pool.retire(where)
+    if where is not None and run.item_done(where):
+        run.pool.retire(where)
 
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the claims join it as test cases
@@ -563,97 +456,3 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     run = gate_run(config)
     if run is not None:
         run.pool.close()
-        if run.previous_sigterm is not None:
-            import signal
-
-            signal.signal(signal.SIGTERM, run.previous_sigterm)
-        if run.previous_sigint is not None:
-            signal.signal(signal.SIGINT, run.previous_sigint)
-
-
-def inside_gc_callback(frame: Any) -> bool:
-    """Whether ``frame`` (a signal handler's) runs inside a garbage-collection callback (Hypothesis registers one):
-    a KeyboardInterrupt raised there is printed by Python as an ignored exception with its traceback, and lost."""
-    import gc
-
-    codes = set()
-    for callback in gc.callbacks:
-        function = getattr(callback, "__func__", callback)
-        code = getattr(function, "__code__", None)
-        if code is not None:
-            codes.add(code)
-    while frame is not None and codes:
-        if frame.f_code in codes:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def no_line_to_show(frame: Any) -> bool:
-    """Whether some frame under the handler is at an instruction without a line number (Python 3.11 has them, e.g.
-    entering a `with` block's context managers): pytest's report of a KeyboardInterrupt raised there fails on the
-    missing line (TypeError) and the run exits 1 with a traceback instead of 130."""
-    while frame is not None:
-        if frame.f_lineno is None:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _deliver_again(signum: int) -> None:
-    """The signal sent again in a moment, once the garbage collector's callback has returned (or the interpreter
-    has moved to an instruction with a line number)."""
-    import os
-    import threading
-
-    timer = threading.Timer(0.02, os.kill, (os.getpid(), signum))
-    timer.daemon = True
-    timer.start()
-
-
-def _stop_on_sigterm(run: GateRun) -> None:
-    """SIGTERM stops the run as Ctrl-C does, so the reports still say what ran (and that it was interrupted)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def stop(signum: int, frame: Any) -> None:
-        run.interrupted = "SIGTERM"
-        if inside_gc_callback(frame) or no_line_to_show(frame):
-            _deliver_again(signum)
-            return
-        raise KeyboardInterrupt("SIGTERM")
-
-    def interrupt(signum: int, frame: Any) -> None:
-        # noted before it is raised: code that swallows the KeyboardInterrupt cannot turn an interrupted run into a
-        # green one; the next item stops the run again
-        run.interrupted = run.interrupted or "SIGINT"
-        if inside_gc_callback(frame) or no_line_to_show(frame):
-            _deliver_again(signum)
-            return
-        raise KeyboardInterrupt("SIGINT")
-
-    run.previous_sigterm = signal.signal(signal.SIGTERM, stop)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        run.previous_sigint = signal.signal(signal.SIGINT, interrupt)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A run already interrupted (its KeyboardInterrupt swallowed somewhere) runs no further item."""
-    run = gate_run(item.config)
-    if run is not None and run.interrupted:
-        raise KeyboardInterrupt(run.interrupted)
-
-
-class InterruptWatcher:
-    """Notes a Ctrl-C (pytest's keyboard-interrupt hook has no config to find the run by)."""
-
-    def __init__(self, run: GateRun):
-        self.run = run
-
-    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        if self.run.interrupted is None:
-            self.run.interrupted = "SIGINT"

@@ -2,7 +2,8 @@
 
 It declares the engine's command-line options (pytest parses them before it knows the rootdir) and, once the rootdir
 is known, registers the engine's plugin (`_vllm_gates.plugin`, imported then) only where the rootdir's
-`pyproject.toml` has a `[tool.vllm-gates]` table. It imports no other engine module.
+`pyproject.toml` has a `[tool.vllm-gates]` table. Of the engine it imports only the feature host and the features'
+modules (their options; each imports the host alone at its top, docs/architecture.md "Adding a feature").
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 ENGINE = "_vllm_gates.plugin"
 PREREAD = "_vllm_gates.preread"
+FEATURES = "_vllm_gates.features"
 CONFIG_FILE = "pyproject.toml"
 SECTION = "vllm-gates"
 ENGINE_READ_LIMIT = 8 * 1024 * 1024  # the engine's limit on the file (yamlsource.MAX_FILE_BYTES): past it, the engine refuses it
@@ -31,23 +33,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gates-changed-since", metavar="REF",
                     help="judge only the rows that changes since the git ref REF can affect (files their gates import, "
                          "sources, row folder, gate file, spec, roadmap entry; the harness or pyproject.toml: every row)")
-    group.addoption("--gates-json", metavar="F", help="write the run's verdicts as JSON to F")
-    group.addoption("--gates-markdown", metavar="F", help="write the run's verdicts as Markdown to F")
     group.addoption("--gates-impl", metavar="NAME", default=None,
                     help="judge this implementation (`python`, the default, or one of [tool.vllm-gates.implementations]); "
                          "an external one is built first when its sources changed")
-    group.addoption("--gates-evidence", action="append", default=[], metavar="F",
-                    help="the JSON report of an earlier run (another machine's): gates it executed under the fingerprint "
-                         "they have now count toward the verdicts (repeatable)")
-    group.addoption("--gates-examples-db", metavar="DIR",
-                    help="the example database this run reads first and saves failing examples to (a directory, "
-                         "created if missing; replaces [tool.vllm-gates] examples-db)")
-    group.addoption("--gates-examples-db-read-only", action="append", default=[], metavar="DIR",
-                    help="an example database this run only reads, e.g. a CI artifact (repeatable; replaces "
-                         "[tool.vllm-gates] examples-db-read-only)")
-    group.addoption("--gates-mutation", metavar="F",
-                    help="a `gates mutate` report: a milestone stating `mutation: S` is DONE only where its row scored "
-                         "at least S on today's sources (docs/reports.md)")
+    for option in importlib.import_module(FEATURES).options("pytest"):  # each feature's, declared in its module
+        option.add_to_pytest(group)
 
 
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:

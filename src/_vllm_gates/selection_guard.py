@@ -21,6 +21,8 @@ from typing import Any, Sequence
 
 import pytest
 
+from _vllm_gates.features import options
+
 FILE_OR_DIR = "file_or_dir"  # pytest's namespace attribute of the positional arguments
 
 
@@ -47,9 +49,9 @@ NARROWING = (
               "gates audit"),
     Narrowing("gates_row", ("--gates-row",), "narrows the rows judged", "gates run ROW"),
     Narrowing("gates_changed_since", ("--gates-changed-since",), "narrows the rows judged", "--changed-since"),
-    Narrowing("gates_evidence", ("--gates-evidence",), "counts earlier reports toward the verdicts", "--evidence"),
     Narrowing("gates_impl", ("--gates-impl",), "changes the implementation judged", "--impl"),
-    Narrowing("gates_mutation", ("--gates-mutation",), "judges milestones on a mutation report", "--mutation"),
+    *(Narrowing(option.pytest_dest, (f"--gates-{option.name}",), option.narrows, f"--{option.name}")
+      for option in options("pytest") if option.narrows),  # the features' (features.RunOption.narrows)
 )
 POSITIONAL = Narrowing(FILE_OR_DIR, (), "adds node ids or paths to the gate files the command names",
                        "gates run ROW --gate ID [--case NAME], or `testpaths` for a project's own tests")

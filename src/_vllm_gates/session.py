@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import pytest
 
@@ -18,19 +18,19 @@ from _vllm_gates.claims import claimed_roadmap
 from _vllm_gates.config import Config
 from _vllm_gates.errors import Problem
 from _vllm_gates.exitcodes import ExitCode, SessionEnd, exit_code
-from _vllm_gates.implemented import answered_on_evidence, with_claims_hints, with_operation_counts
 from _vllm_gates.items import RECORD, SKIP_CAUSE, GateItem, ItemIdentity, ItemRecord
 from _vllm_gates.model import GateFile, Roadmap
 from _vllm_gates.outcomes import ItemOutcome, SkipCause
-from _vllm_gates.partial import judge_partial, selection
+from _vllm_gates.partial import selection
 from _vllm_gates.profiles import RunSeed, current_profile_name
 from _vllm_gates.project import Project
-from _vllm_gates.mutation_claims import MutationEvidence, judge_strength
+from _vllm_gates.mutation_claims import MutationEvidence
 from _vllm_gates.reports import junit_claims, markdown, table, tolerance_properties, write_atomic, write_json
 from _vllm_gates.worker_pool import WorkerPool
-from _vllm_gates.evidence import Device, GateEvidence, assess, environment, fill_evidence, this_device, with_fingerprints
+from _vllm_gates.evidence import Device, GateEvidence, environment, this_device
+from _vllm_gates.features import Judging, gathered, report_passes
 from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
-from _vllm_gates.verdicts import ItemResult, RunReport, Scope, build_report, interrupted, with_unknown_rows
+from _vllm_gates.verdicts import ItemResult, RunReport, Scope, build_report, with_unknown_rows
 
 _WORKER_HEADER = re.compile(r"\[gw[0-9]+\] .* -- Python ")  # the line xdist puts before a worker's failure text
 
@@ -61,7 +61,8 @@ class _Partial:
 
 @dataclass(eq=False)
 class GateRun:
-    """State of one session's gate run; ``finish`` turns it into verdicts, reports and an exit status."""
+    """State of one session's gate run; ``finish`` turns it into verdicts, reports and an exit status. Only this
+    module writes its fields (its methods below); a feature keeps its own state in ``stash`` (features.py)."""
 
     snapshot: Project  # the project's definitions, loaded once for the whole run (project.py)
     pool: WorkerPool | None = None  # type: ignore[assignment]  # every gate run that collects has one
@@ -84,8 +85,6 @@ class GateRun:
     collect_only: bool = False  # --collect-only: nothing is judged, so a shared checker's word stands for targets
     items_left: dict[str, int] = field(default_factory=dict)  # selected items not yet run, by the gate file answering them
     interrupted: str | None = None
-    previous_sigterm: Any = None
-    previous_sigint: Any = None
     other_failures: int = 0
     summary: str = ""
     report: RunReport | None = None
@@ -100,6 +99,7 @@ class GateRun:
     device: Device = field(default_factory=lambda: Device("unknown"))
     seed: RunSeed | None = None  # the run seed of profiles that are not derandomized (profiles.RunSeed)
     notes: list[str] = field(default_factory=list)  # said once, under the row table (the example database, examples_db)
+    stash: pytest.Stash = field(default_factory=pytest.Stash)  # each feature's own state, by its key
     _results: dict[str, _Partial] = field(default_factory=dict)
     _fingerprints: dict[tuple[str, str], GateFingerprint] | None = None
 
@@ -112,11 +112,118 @@ class GateRun:
         """The roadmap of the run's snapshot, or the problems that kept it from loading."""
         return self.snapshot.roadmap_or_problems
 
+    def tell(self, note: str) -> None:
+        """Say ``note`` once, under the row table."""
+        self.notes.append(note)
+
+    def note_meta(self, key: str, value: Any) -> None:
+        """Record ``value`` under ``key`` in the JSON report's `meta`."""
+        self.meta[key] = value
+
+    def interrupt(self, why: str, override: bool = False) -> None:
+        """The run is stopped by signal ``why``: the first one stands, unless ``override`` (SIGTERM, the stronger)."""
+        if override or self.interrupted is None:
+            self.interrupted = why
+
+    def implementation_unusable(self, problems: list[Problem]) -> None:
+        """Why the run's implementation cannot be used: its gates are ERROR, each pointing at one item saying so."""
+        self.impl_problems = problems
+
+    def report_implementation_once(self) -> bool:
+        """Whether the item reporting the implementation's problems is still to be yielded (then it is, once)."""
+        if not self.impl_problems or self.impl_reported:
+            return False
+        self.impl_reported = True
+        return True
+
+    def collected(self, path: Path) -> None:
+        """A gate file of a row of this run was collected."""
+        self.collected_files.add(path)
+
+    def file_broken(self, row: str, message: str) -> None:
+        """Row ``row``'s gate file does not load (or is its second one): the row is ERROR, saying why."""
+        self.broken[row] = message
+
+    def take_gate_file(self, gate_file: GateFile) -> str | None:
+        """Record the row's gate file; where another file of the row came first, record nothing and return its path."""
+        first = self.row_files.setdefault(gate_file.row, gate_file.path)
+        if first != gate_file.path:
+            return first
+        self.gate_files[gate_file.row] = gate_file
+        return None
+
+    def operations_listed(self, row: str, operations: frozenset[str]) -> None:
+        """The operations the external implementation's worker for the row's gate file answers."""
+        self.answered[row] = operations
+
+    def gate_collected(self, key: tuple[str, str], names: list[str], markers: tuple[str, ...]) -> None:
+        """A gate's manifest: the names of the items it declares, and its markers."""
+        self.declared[key] = names
+        self.gate_markers[key] = markers
+
+    def count_deselected(self, count: int) -> None:
+        self.deselected += count
+
+    def selection_made(self, items: list[GateItem], worker_files: Iterable[str]) -> None:
+        """The gate items selected to run, and the gate file whose workers answer each item that has one."""
+        self.selected = [item.identity for item in items]
+        for item in items:
+            self.selected_items.setdefault((item.identity.row, item.identity.gate), set()).add(item.name)
+        for where in worker_files:
+            self.items_left[where] = self.items_left.get(where, 0) + 1
+
+    def item_done(self, where: str) -> bool:
+        """One item answered by gate file ``where``'s workers ended; whether it was the file's last selected one."""
+        if where not in self.items_left:
+            return False
+        self.items_left[where] -= 1
+        if self.items_left[where] > 0:
+            return False
+        del self.items_left[where]
+        return True
+
+    def keep_workers(self) -> None:
+        """No gate file's workers end as its items end (`gates mutate` runs the items again for each mutant)."""
+        self.items_left.clear()
+
+    def other_failure(self) -> None:
+        """A test that is not a gate item failed (or a gate item whose xdist worker died before it could report)."""
+        self.other_failures += 1
+
+    def merge_worker(self, found: dict[str, Any]) -> None:
+        """Fold one xdist worker's collection (xdist_run.manifest) into the controller's run (every worker collects
+        the same items); the gate files it names come from the run's snapshot, each loaded once in this process."""
+        from _vllm_gates.errors import DefinitionError
+
+        self.collected_files.update(Path(p) for p in found["collected_files"])
+        self.broken.update({row: why for row, why in found["broken"].items() if row not in self.broken})
+        for row, operations in found["answered"].items():
+            self.answered.setdefault(row, frozenset(operations))
+        for row, gate, names in found["declared"]:
+            self.declared.setdefault((row, gate), list(names))
+        for row, gate, markers in found["gate_markers"]:
+            self.gate_markers.setdefault((row, gate), tuple(markers))
+        for row, gate, names in found["selected"]:  # each worker selects the same items (it collects them all)
+            self.selected_items.setdefault((row, gate), set()).update(names)
+        self.interrupted = self.interrupted or found["interrupted"]
+        self.meta.setdefault("profile", found["profile"])  # the Hypothesis profile the items ran under, not the controller's
+        if "drawn" not in self.meta:  # the run seed (the controller's, pytest_configure_node) under the workers' profile
+            self.meta["seed"], self.meta["drawn"] = found["drawing"]
+        roadmap, _ = self.roadmap()
+        for row, path in found["row_files"].items():
+            if row in self.gate_files or row in self.broken or roadmap is None:
+                continue
+            self.row_files[row] = path
+            try:
+                self.gate_files[row] = self.snapshot.run_gate_file(self.project.root / path)
+            except DefinitionError as error:  # changed on disk since the worker read it
+                self.broken[row] = str(error)
+
     def record(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Fold one phase's report into the item's result; other tests only count when they fail."""
         if not isinstance(item, GateItem):
             if report.failed:
-                self.other_failures += 1
+                self.other_failure()
             return
         self.fold(item.nodeid, item.identity, item.stash.get(RECORD, None), item.stash.get(SKIP_CAUSE, None), report)
 
@@ -180,25 +287,17 @@ class GateRun:
         fingerprints = self.fingerprints(roadmap, rows)
         why = self.not_run_why or (f"deselected by -m {self.markexpr!r}" if self.markexpr else "not collected in this run")
         scope = Scope(rows, in_run | {(i.row, i.gate) for i in items}, why,
-                      simulated={key for key, markers in self.gate_markers.items() if self.device.simulated and self._needs_device(markers)},
+                      simulated={key for key, markers in self.gate_markers.items() if self.device.simulated and self.needs_device(markers)},
                       parity_marker=self.project.parity_marker(), device_markers=self.project.device_markers)
         implementation = self.project.implementation(self.impl)
         claimed = claimed_roadmap(roadmap, self.impl, implementation.claims if implementation else ())
-        assessed = assess(self.evidence, fingerprints, self.impl) if partial is None else {}
-        if partial is None:  # a partial selection judges what it ran, on nothing else
-            fill_evidence(scope, assessed)
+        judging = Judging(self, roadmap, claimed, scope, partial, fingerprints, {})
+        gathered("gates_before_verdicts", judging=judging)  # the features' additions to the scope (evidence)
         report = build_report(claimed, list(self.gate_files.values()), items, dict(self.broken), scope,
                               {key: names for key, names in missing.items() if names})
-        if self.mutation is not None and partial is None:
-            report = judge_strength(report, claimed, self.mutation, self.project.root)
-        report = with_operation_counts(report, self.gate_files, self.impl, {**answered_on_evidence(assessed), **self.answered})
-        report = with_claims_hints(report, self.impl)
-        report = replace(report, evidence_offered=bool(self.evidence) and partial is None)
-        report = with_fingerprints(report, fingerprints, self.device, self._needs_device, scope.simulated)
-        report = with_unknown_rows(report, {row: message for row, message in self.broken.items() if roadmap.row(row) is None})
-        if partial is not None:
-            report = judge_partial(report, partial)
-        return interrupted(report, self.interrupted) if self.interrupted else report
+        for step in report_passes():  # in their declared order (features.report_passes)
+            report = step.apply(report, judging)
+        return report
 
     def partial_selection(self) -> dict[tuple[str, str], Any] | None:
         """The gates a run that selected part of its rows (-k, node ids) selected, how much of each; None for a run
@@ -218,7 +317,7 @@ class GateRun:
                                   for gf in self.gate_files.values() if gf.row in rows for gate in gf.gates}
         return self._fingerprints
 
-    def _needs_device(self, markers: tuple[str, ...]) -> bool:
+    def needs_device(self, markers: tuple[str, ...]) -> bool:
         """A marker of these requires a device (on a simulated device, their gates' PASS backs no claim)."""
         return not self.project.device_markers.isdisjoint(markers)
 

@@ -8,7 +8,6 @@ each worker's collection (the gate files, the items every gate declares, the bro
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -71,36 +70,6 @@ def manifest(run: "GateRun") -> dict[str, Any]:
             "interrupted": run.interrupted, "profile": current_profile_name(), "drawing": list(run.drawing())}
 
 
-def merge(run: "GateRun", found: dict[str, Any]) -> None:
-    """Fold one worker's collection into the controller's run (every worker collects the same items); the gate files
-    it names come from the run's snapshot, each loaded once in this process (the controller collects none itself)."""
-    from _vllm_gates.errors import DefinitionError
-
-    run.collected_files.update(Path(p) for p in found["collected_files"])
-    run.broken.update({row: why for row, why in found["broken"].items() if row not in run.broken})
-    for row, operations in found["answered"].items():
-        run.answered.setdefault(row, frozenset(operations))
-    for row, gate, names in found["declared"]:
-        run.declared.setdefault((row, gate), list(names))
-    for row, gate, markers in found["gate_markers"]:
-        run.gate_markers.setdefault((row, gate), tuple(markers))
-    for row, gate, names in found["selected"]:  # each worker selects the same items (it collects them all)
-        run.selected_items.setdefault((row, gate), set()).update(names)
-    run.interrupted = run.interrupted or found["interrupted"]
-    run.meta.setdefault("profile", found["profile"])  # the Hypothesis profile the items ran under, not the controller's
-    if "drawn" not in run.meta:  # the run seed (the controller's, pytest_configure_node) under the workers' profile
-        run.meta["seed"], run.meta["drawn"] = found["drawing"]
-    roadmap, _ = run.roadmap()
-    for row, path in found["row_files"].items():
-        if row in run.gate_files or row in run.broken or roadmap is None:
-            continue
-        run.row_files[row] = path
-        try:
-            run.gate_files[row] = run.snapshot.run_gate_file(run.project.root / path)
-        except DefinitionError as error:  # changed on disk since the worker read it
-            run.broken[row] = str(error)
-
-
 class Controller:
     """The controller's side: every worker's reports and collection folded into the one run it judges."""
 
@@ -112,7 +81,7 @@ class Controller:
         if found is not None:
             self.run.fold(report.nodeid, *found, report)
         elif report.failed:  # another test, or a gate item whose worker died before it could report
-            self.run.other_failures += 1
+            self.run.other_failure()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -124,4 +93,4 @@ class Controller:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         found = getattr(node, "workeroutput", {}).get(KEY)
         if found is not None:
-            merge(self.run, found)
+            self.run.merge_worker(found)

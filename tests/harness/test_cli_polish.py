@@ -400,7 +400,7 @@ def test_a_signal_inside_a_gc_callback_is_told_apart_so_it_is_sent_again_not_rai
     import gc
     import sys
 
-    from _vllm_gates.plugin import inside_gc_callback
+    from _vllm_gates.feature_interrupts import inside_gc_callback
 
     seen: list[bool] = []
 
@@ -424,7 +424,7 @@ def test_a_signal_at_an_instruction_without_a_line_is_sent_again_not_raised():
     import sys
     from types import SimpleNamespace
 
-    from _vllm_gates.plugin import no_line_to_show
+    from _vllm_gates.feature_interrupts import no_line_to_show
 
     assert not no_line_to_show(sys._getframe())
     outer = SimpleNamespace(f_lineno=12, f_back=None)

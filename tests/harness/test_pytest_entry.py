@@ -49,7 +49,10 @@ def test_an_unrelated_project_imports_the_entry_alone(tmp_path):
     (project / "test_one.py").write_text("def test_one():\n    pass\n", encoding="utf-8")
     ran = _pytest(project)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert _engine_modules(ran) == ["_vllm_gates", "_vllm_gates.pytest_entry"]
+    from _vllm_gates.features import FEATURES
+
+    # the entry, and the feature host with the features' modules for their options: none of the engine besides
+    assert _engine_modules(ran) == sorted(["_vllm_gates", "_vllm_gates.pytest_entry", "_vllm_gates.features", *FEATURES])
 
 
 @pytest.mark.parametrize("how, args, loaded", [
