@@ -670,16 +670,24 @@ def parser() -> argparse.ArgumentParser:
                         "build/mutants/IMPL)")
     mutate.add_argument("--first-kill", action="store_true", help="stop judging a mutant at the first gate that kills "
                         "it, cheapest gates first (faster; the kill matrix then counts only that gate)")
-    mutate.add_argument("--budget", type=float, metavar="S", help="seconds per row for building an external "
-                        "implementation's mutants; the mutants left when it is spent are not judged (reported)")
+    mutate.add_argument("--budget", type=float, metavar="S", help="seconds per row (judging the Python port's mutants, "
+                        "in a random order, or building an external implementation's); the mutants left when it is "
+                        "spent are not judged (reported), the score is over those judged, with its standard error")
     mutate.add_argument("--max-mutants", type=int, metavar="N", help="at most N mutants per row, drawn with --seed")
+    mutate.add_argument("--per-line", type=int, metavar="1", help="one mutant per line, drawn with --seed: an "
+                        "estimate of the whole population's score, printed with its standard error")
     mutate.add_argument("--family", action="append", default=[], metavar="NAME", help="only the mutants of this "
                         "operator family (repeatable; e.g. precision: casts and dtypes, docs/mutation.md)")
     mutate.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds one mutant's gate run may "
                                                                                    "take before it is timed_out (default: 60)")
     mutate.add_argument("--json", metavar="F", default="reports/mutation.json", help="the report (default: "
                                                                                      "reports/mutation.json); a rerun resumes from it")
-    mutate.add_argument("--changed-since", metavar="REV", help="only lines changed since REV (git diff -U0)")
+    mutate.add_argument("--since", "--changed-since", dest="changed_since", metavar="REV",
+                        help="only lines changed since REV (git diff -U0, the working tree included)")
+    mutate.add_argument("--annotations", metavar="F", help="also write each survivor as a GitHub annotation "
+                        "(::warning file=...,line=...::...) to F, or to stdout with -")
+    mutate.add_argument("--schema-report", metavar="F", help="also write the report in the "
+                        "mutation-testing-report-schema JSON (Stryker's dashboard reads it) to F")
     mutate.add_argument("--seed", type=int, default=0, metavar="N", help="the seed of the --max-mutants draw and of "
                                                                          "the gates' examples (default: 0)")
     return top
@@ -699,6 +707,8 @@ def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
         raise UsageError(f"--budget {args.budget}: must be a positive number of seconds")
     if args.max_mutants is not None and args.max_mutants < 1:
         raise UsageError(f"--max-mutants {args.max_mutants}: must be at least 1")
+    if args.per_line is not None and args.per_line != 1:
+        raise UsageError(f"--per-line {args.per_line}: only 1 (one mutant per line) is supported")
     if not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout}: must be a positive number of seconds")
     unknown = [name for name in args.family if name not in FAMILIES]
@@ -706,8 +716,11 @@ def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
         raise UsageError(f"--family {unknown[0]}: unknown operator family (known: {', '.join(FAMILIES)})")
     _check_rows(project, args.rows)
     path = Path(args.json) if Path(args.json).is_absolute() else project.config.root / args.json
+    schema_report = None if args.schema_report is None else project.config.root / args.schema_report
+    annotations = args.annotations if args.annotations in (None, "-") else str(project.config.root / args.annotations)
     options = Options(tuple(args.rows), args.max_mutants, args.timeout, path, args.changed_since, args.seed, args.impl,
-                      args.budget, args.first_kill, tuple(dict.fromkeys(args.family)))
+                      args.budget, args.first_kill, tuple(dict.fromkeys(args.family)), args.per_line == 1,
+                      annotations, schema_report)
     try:
         return run_mutate(project, options)
     except MutationError as error:
