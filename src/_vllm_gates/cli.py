@@ -132,7 +132,7 @@ def _in_folder(folder: Path) -> Iterator[None]:
 
 
 def _pytest(handover: Handover, args: list[str], options: dict[str, object] | None = None,
-            targets: list[str] | None = None) -> int:
+            targets: list[str] | None = None, plugins: tuple[object, ...] = ()) -> int:
     """One pytest run over the project's gate files (or the node ids ``targets``); its exit status is the plugin's
     verdict. The plugin takes the snapshot and the rows and evidence resolved here from ``handover``.
 
@@ -156,7 +156,7 @@ def _pytest(handover: Handover, args: list[str], options: dict[str, object] | No
     base = ["--rootdir", str(config.root), "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning",
             "-q", "--no-header", "-rfE"]
     with _in_folder(config.root):
-        code = int(pytest.main(files + base + args, plugins=[handover, SelectionGuard()]))
+        code = int(pytest.main(files + base + args, plugins=[handover, SelectionGuard(), *plugins]))
     if code == 4:  # pytest's usage error (it printed why)
         return ExitCode.USAGE
     if code == 2:  # pytest's "interrupted" before the plugin judged anything (Ctrl-C while it started up)
@@ -347,14 +347,20 @@ def cmd_audit(args: argparse.Namespace, project: Project) -> int:
     impl = _implementation(project.config, args.impl)
     options = ["--gates-audit", *_marker_args(args.marker), *_row_args(rows), *([f"--gates-impl={impl}"] if impl else [])]
     handover = Handover(project, tuple(rows) or None)
+    from _vllm_gates.audit_progress import AuditProgress
+
+    progress = AuditProgress()
+    if progress.live:  # the live lines stand for pytest's letters and percentages
+        options += ["-o", "console_output_style=classic"]
     if not args.evidence:
-        return _pytest(handover, options)
+        return _pytest(handover, options, plugins=(progress,))
     from _vllm_gates.audit_evidence import audit_on_evidence
     from _vllm_gates.evidence import EvidenceError
 
     try:
         return audit_on_evidence(project, rows, "" if args.marker == "all" else args.marker, impl or "python",
-                                 args.evidence, lambda nodes: _pytest(handover, options, targets=nodes))
+                                 args.evidence, lambda nodes: _pytest(handover, options, targets=nodes,
+                                                                      plugins=(AuditProgress(),)))
     except EvidenceError as error:
         raise UsageError(str(error)) from None
 

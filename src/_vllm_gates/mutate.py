@@ -38,7 +38,7 @@ from _vllm_gates.mutate_incremental import engine_identity, gate_fingerprints, r
 from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
                                        stale_equivalents, summary_lines, survivor_lines, write_report)
 from _vllm_gates.evidence import read_report
-from _vllm_gates.mutate_annotations import annotations
+from _vllm_gates.mutate_annotations import survivor_annotations
 from _vllm_gates.mutate_schema_report import schema_report
 from _vllm_gates.reports import write_atomic
 from _vllm_gates.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint  # the one way `mutation:` claims read it too
@@ -510,7 +510,7 @@ def run_mutate(project: Project, options: Options) -> int:
         write_atomic(options.schema_report, json.dumps(schema_report(document, config.root), indent=1) + "\n")
         print(f"mutation-testing-report-schema report: {options.schema_report}")
     if options.annotations is not None:
-        lines = "".join(line + "\n" for line in annotations(document))
+        lines = "".join(line + "\n" for line in survivor_annotations(document))
         if options.annotations == "-":
             sys.stdout.write(lines)
         else:

@@ -16,7 +16,7 @@ def mutated_line(diff: str) -> str:
     return next((line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")), "")
 
 
-def annotations(document: Mapping[str, Any]) -> Iterator[str]:
+def survivor_annotations(document: Mapping[str, Any]) -> Iterator[str]:
     """One `::warning` line per survivor of every row, in report order: where it is, its operator, the gates that ran
     it and passed, and the mutated line."""
     for row in document.get("rows", []):

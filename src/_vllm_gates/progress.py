@@ -14,7 +14,7 @@ REDRAW_EVERY = 0.2  # seconds between redraws on a terminal
 
 
 def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     hours, rest = divmod(seconds, 3600)
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s" if rest >= 60 else f"{rest}s"
 
@@ -63,9 +63,10 @@ class Progress:
             self.stream.write(text + "\n")
         self.stream.flush()
 
-    def close(self) -> None:
-        """The live line erased (what follows prints on a clean line); nothing for plain output."""
+    def close(self, keep: bool = False) -> None:
+        """The live line erased (what follows prints on a clean line), or with ``keep`` ended as it stands; nothing
+        for plain output."""
         if self.live and self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.write("\n" if keep else "\r" + " " * self.width + "\r")
             self.stream.flush()
             self.width = 0

@@ -161,7 +161,7 @@ def test_per_line_scores_the_draw_with_its_standard_error(example: Example, monk
     every = mutants(IMPL, example.read(IMPL))
     assert row["sampling"] == "per-line" and row["population"] == len(every)
     assert row["generated"] == len({m.line for m in every}) < len(every) and len(judged) == row["generated"]
-    assert f"± " in result.out and f"(one standard error: one per line, {row['generated']} drawn of {len(every)})" in result.out
+    assert "± " in result.out and f"(one standard error: one per line, {row['generated']} drawn of {len(every)})" in result.out
     assert row["score_standard_error"] > 0
     assert example.gates("mutate", "--per-line", "2").code == 2
 
