@@ -210,7 +210,8 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
     options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows or None,
                "markexpr": "" if args.marker == "all" else args.marker}
     meta = {"shard": shard.record} if shard is not None else {}
-    return _pytest(Handover(project, tuple(rows) or None, evidence, meta), extra, options, targets=targets)
+    progress = _row_progress(extra) if shard is not None else ()
+    return _pytest(Handover(project, tuple(rows) or None, evidence, meta), extra, options, targets=targets, plugins=progress)
 
 
 def _shard(project: Project, rows: list[str], args: argparse.Namespace) -> "ShardRun":
@@ -347,22 +348,28 @@ def cmd_audit(args: argparse.Namespace, project: Project) -> int:
     impl = _implementation(project.config, args.impl)
     options = ["--gates-audit", *_marker_args(args.marker), *_row_args(rows), *([f"--gates-impl={impl}"] if impl else [])]
     handover = Handover(project, tuple(rows) or None)
-    from _vllm_gates.audit_progress import AuditProgress
-
-    progress = AuditProgress()
-    if progress.live:  # the live lines stand for pytest's letters and percentages
-        options += ["-o", "console_output_style=classic"]
+    progress = _row_progress(options)
     if not args.evidence:
-        return _pytest(handover, options, plugins=(progress,))
+        return _pytest(handover, options, plugins=progress)
     from _vllm_gates.audit_evidence import audit_on_evidence
     from _vllm_gates.evidence import EvidenceError
 
     try:
         return audit_on_evidence(project, rows, "" if args.marker == "all" else args.marker, impl or "python",
-                                 args.evidence, lambda nodes: _pytest(handover, options, targets=nodes,
-                                                                      plugins=(AuditProgress(),)))
+                                 args.evidence, lambda nodes: _pytest(handover, options, targets=nodes, plugins=progress))
     except EvidenceError as error:
         raise UsageError(str(error)) from None
+
+
+def _row_progress(args: list[str]) -> tuple[object, ...]:
+    """A progress line per row (row_progress, docs/mutation.md "Progress"); on a terminal pytest's letters and
+    percentages give way to it (``args`` gains the option that drops them)."""
+    from _vllm_gates.row_progress import RowProgress
+
+    progress = RowProgress()
+    if progress.live:
+        args += ["-o", "console_output_style=classic"]
+    return (progress,)
 
 
 def _implementation(config: Config, name: str | None) -> str | None:

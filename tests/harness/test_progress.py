@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 
 import pytest
 
 from _vllm_gates import mutate
-from _vllm_gates.audit_progress import AuditProgress
+from _vllm_gates.row_progress import RowProgress
 from _vllm_gates.progress import PLAIN_EVERY, Progress
 
 from .conftest import Example
@@ -79,8 +80,19 @@ def test_gates_audit_shows_a_line_per_row_in_place_of_pytest_letters(example: Ex
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     plain = example.gates("audit")
     assert plain.code == 0 and "\r" not in plain.out and "...." in plain.out, plain.out
-    monkeypatch.setattr(AuditProgress.__init__, "__defaults__", (None, True))  # as on a terminal
+    monkeypatch.setattr(RowProgress.__init__, "__defaults__", (None, True))  # as on a terminal
     live = example.gates("audit")
     assert live.code == 0, live.text
     assert "\rEXAMPLE-ROW: 4/4 items, passed 4, failed 0, skipped 0, " in live.out, live.out
     assert "...." not in live.out and "EXAMPLE-ROW  page-bytes  fails (case 'fp16-page')  3/3 rejected" in live.out
+
+
+def test_a_shard_run_shows_a_line_per_row_as_on_a_terminal(example: Example, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(RowProgress.__init__, "__defaults__", (None, True))  # as on a terminal
+    shard = example.gates("run", "--marker", "cpu", "--shard", "1/1", "--json", "out/shard.json")
+    assert shard.code == 0, shard.text
+    items = json.loads((example.root / "out" / "shard.json").read_text(encoding="utf-8"))
+    assert items["meta"]["shard"]["count"] == 1
+    assert "\rEXAMPLE-ROW: 7/7 items, passed 7, failed 0, skipped 0, " in shard.out, shard.out  # cases, properties, known-bads
+    whole = example.gates("run", "--marker", "cpu")  # a run that is not a shard keeps pytest's own lines
+    assert whole.code == 0 and "\r" not in whole.out and "...." in whole.out, whole.out

@@ -1,6 +1,6 @@
-"""`gates audit`'s progress (docs/mutation.md, "Progress"): a pytest plugin that keeps one progress line per row (its
-items done of total, passed, failed and skipped so far, the rate and an ETA), redrawn in place on a terminal, where
-pytest's own per-item letters are left out; a plain line now and then when the output is not a terminal."""
+"""The progress of `gates audit` and of a shard run (docs/mutation.md, "Progress"): a pytest plugin that keeps one
+line per row (its items done of total, passed, failed and skipped so far, the rate and an ETA), redrawn in place on a
+terminal, where pytest's own per-item letters are left out; a plain line now and then when the output is not one."""
 from __future__ import annotations
 
 import sys
@@ -12,7 +12,7 @@ from _vllm_gates.items import GateItem
 from _vllm_gates.progress import Progress
 
 
-class AuditProgress:
+class RowProgress:
     """One Progress per row, in the order the rows' items run; a row's line is kept when its last item ends."""
 
     def __init__(self, stream: TextIO | None = None, live: bool | None = None):
