@@ -731,6 +731,12 @@ def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
     path = Path(args.json) if Path(args.json).is_absolute() else project.config.root / args.json
     schema_report = None if args.schema_report is None else project.config.root / args.schema_report
     annotations = args.annotations if args.annotations in (None, "-") else str(project.config.root / args.annotations)
+    for flag, given, target in (("--schema-report", args.schema_report, schema_report),
+                                ("--annotations", args.annotations, None if annotations in (None, "-") else Path(annotations))):
+        if target is not None and target.is_dir():
+            raise UsageError(f"{flag} {given}: is a folder; name a file")
+        if target is not None and target.resolve() == path.resolve():
+            raise UsageError(f"{flag} {given}: is the --json report, which a rerun reads; name another file")
     options = Options(tuple(args.rows), args.max_mutants, args.timeout, path, args.changed_since, args.seed, args.impl,
                       args.budget, args.first_kill, tuple(dict.fromkeys(args.family)), args.per_line == 1,
                       annotations, schema_report)

@@ -140,6 +140,10 @@ def test_since_writes_survivors_as_github_annotations_and_the_shared_schema_repo
 
     again = example.gates("mutate", "--changed-since", "HEAD", "--json", "out/m.json", "--annotations", "-")
     assert again.code == 0 and annotation in again.out.splitlines(), again.out  # the old name still works
+    clash = example.gates("mutate", "--json", "out/m.json", "--schema-report", "out/m.json")
+    assert clash.code == 2 and "--schema-report out/m.json: is the --json report" in clash.err, clash.err
+    folder = example.gates("mutate", "--json", "out/m.json", "--annotations", "out")
+    assert folder.code == 2 and "--annotations out: is a folder" in folder.err, folder.err
 
 
 def test_one_mutant_per_line_is_drawn_with_the_seed() -> None:
