@@ -9,6 +9,7 @@ unmutated fails or errors: a crash, hang or exit counts only as the gate reports
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -34,7 +35,8 @@ from _vllm_gates.mutate_cpp_build import MutantBuilds, MutantDoesNotBuild
 from _vllm_gates.mutate_cpp_files import cpp_files_for_row, gates_reaching
 from _vllm_gates.model import GateFile
 from _vllm_gates.mutate_operators import Mutant, family, mutants
-from _vllm_gates.mutate_incremental import engine_identity, gate_fingerprints, reaching_gates, tree_identity, verdict_holds
+from _vllm_gates.mutate_incremental import (CompileMemo, engine_identity, gate_fingerprints, reaching_gates, tree_identity,
+                                           verdict_holds)
 from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
                                        stale_equivalents, summary_lines, survivor_lines, write_report)
 from _vllm_gates.evidence import read_report
@@ -322,7 +324,7 @@ def _reached_only_elsewhere(config: Config, gate_file: GateFile, files: list[str
 
 
 def mutate_row(sessions: Sessions, project: Project, row: str, options: Options, earlier: Earlier | None,
-               save: Callable[[RowReport], None]) -> RowReport:
+               save: Callable[[RowReport], None], memo: CompileMemo | None = None) -> RowReport:
     """One row: generate, then judge every mutant not measured before in a warm session, saving after each."""
     config = project.config
     gate_file = project.gate_file(row)
@@ -337,7 +339,8 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
                             if not external else f"row {row}: no source of implementation {options.impl} registers "
                             f"an operation of its gates")
     changed = changed_lines(config.root, options.changed_since, files) if options.changed_since else None
-    generated = _generate(config, row, files, changed, cpp_mutants if external else mutants)
+    generator = cpp_mutants if external else functools.partial(mutants, compiling=memo.compiles) if memo else mutants
+    generated = _generate(config, row, files, changed, generator)
     found = [m for m in generated if not options.families or family(m.operator) in options.families]
     chosen = _sample(one_per_line(found, options.seed) if options.per_line else found, options.max_mutants, options.seed)
     folder = _row_folder(config, gate_file)
@@ -348,7 +351,7 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
                        sampling="per-line" if options.per_line else "drawn" if len(chosen) < len(found) else "all")
     save(report)
     declared = load_equivalents(folder / EQUIVALENTS_FILE)
-    every = generated if changed is None else _generate(config, row, files, None, cpp_mutants if external else mutants)
+    every = generated if changed is None else _generate(config, row, files, None, generator)
     report.stale_equivalents = [{"id": e.id, "reason": e.reason, "fingerprint": e.fingerprint}  # against every mutant
                                 for e in stale_equivalents(declared, {m.fingerprint for m in every}, config.root, files)]
     equivalent = {e.fingerprint for e in declared}
@@ -494,9 +497,11 @@ def run_mutate(project: Project, options: Options) -> int:
     gate_files: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="gates-mutate-") as work, _sigterm_as_interrupt():
         sessions = Sessions(config, Path(work), options.seed)
+        memo = CompileMemo(config.root / "build" / "mutants" / "python-compiles.json")
         for row in rows:
             row_clock = time.monotonic()
-            report = mutate_row(sessions, project, row, options, earlier.get(row), save)
+            report = mutate_row(sessions, project, row, options, earlier.get(row), save, memo)
+            memo.save()
             done.append(report)
             save(report)
             gate_file = project.gate_file(row)

@@ -11,13 +11,16 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from _vllm_gates.config import Config
 from _vllm_gates.fingerprints import Fingerprinter
 from _vllm_gates.model import GateFile
+from _vllm_gates.mutate_operators import compiles
 from _vllm_gates.mutate_report import EQUIVALENTS_FILE
+from _vllm_gates.reports import write_atomic
 from _vllm_gates.sources import ImportGraph, gate_source_files
 
 ANY_GATE = ("killed",)  # statuses whose reuse asks only for the killing gates to be unchanged
@@ -92,3 +95,38 @@ def verdict_holds(record: Mapping[str, Any], reaching: Iterable[str], then: Mapp
     else:
         depends = [*reaching, *(record.get("gates_run") or [])]
     return all(gate in now and then.get(gate) == now[gate] for gate in depends)
+
+
+class CompileMemo:
+    """Which mutated texts compile, remembered between runs under build/ by their sha256 and the Python version, so
+    that a rerun generates a row's mutants without compiling each again (most of the generating time)."""
+
+    KEEP = 100_000  # entries kept from earlier runs besides this run's; past it only this run's are saved
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.used: dict[str, bool] = {}  # this run's answers
+        self.known: dict[str, bool] = {}  # an earlier run's
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            document = None
+        if isinstance(document, dict) and document.get("python") == sys.version and isinstance(document.get("texts"), dict):
+            self.known = {k: v for k, v in document["texts"].items() if isinstance(k, str) and isinstance(v, bool)}
+
+    def compiles(self, file: str, text: str) -> bool:
+        key = _digest(file + "\0" + text)
+        if key not in self.used:
+            self.used[key] = self.known[key] if key in self.known else compiles(file, text)
+        return self.used[key]
+
+    def save(self) -> None:
+        """This run's answers, with the earlier ones while they are few enough; a folder that cannot be written is
+        left without a memo (the next run compiles again)."""
+        texts = {**self.known, **self.used} if len(self.known) + len(self.used) <= self.KEEP else dict(self.used)
+        if texts == self.known:
+            return
+        try:
+            write_atomic(self.path, json.dumps({"python": sys.version, "texts": texts}) + "\n")
+        except OSError:
+            pass

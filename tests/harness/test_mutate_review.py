@@ -180,3 +180,23 @@ def test_a_budget_stops_the_python_row_and_scores_what_was_judged(example: Examp
     assert row["score"] == row["killed"] / row["generated"]
     left = subprocess.run(["pgrep", "-f", str(example.root)], capture_output=True, text=True).stdout.split()
     assert [pid for pid in left if int(pid) != os.getpid()] == [], "the stopped session left processes running"
+
+
+def test_a_compile_memo_gives_the_same_mutants_without_compiling_them_again(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from _vllm_gates import mutate_incremental
+    from _vllm_gates.mutate_incremental import CompileMemo
+
+    plain = [(m.id("R"), m.fingerprint, m.diff) for m in mutants("m.py", SNIPPET)]
+    memo = CompileMemo(tmp_path / "memo.json")
+    assert [(m.id("R"), m.fingerprint, m.diff) for m in mutants("m.py", SNIPPET, compiling=memo.compiles)] == plain
+    memo.save()
+    calls: list[str] = []
+    monkeypatch.setattr(mutate_incremental, "compiles", lambda file, text: calls.append(file) or True)
+    again = CompileMemo(tmp_path / "memo.json")
+    assert [(m.id("R"), m.fingerprint, m.diff) for m in mutants("m.py", SNIPPET, compiling=again.compiles)] == plain
+    assert calls == []  # every answer came from the memo
+    document = json.loads((tmp_path / "memo.json").read_text(encoding="utf-8"))
+    (tmp_path / "memo.json").write_text(json.dumps({**document, "python": "another Python"}), encoding="utf-8")
+    mutants("m.py", SNIPPET, compiling=CompileMemo(tmp_path / "memo.json").compiles)
+    assert len(calls) >= len(plain)  # another Python's answers are not trusted: compiled again
