@@ -69,7 +69,7 @@ class Options:
     changed_since: str | None
     seed: int
     impl: str = "python"
-    budget: float | None = None  # seconds per row for building an external implementation's mutants (None: no cap)
+    budget: float | None = None  # seconds per row: judging the Python port's mutants, building an external one's (None: no cap)
     first_kill: bool = False  # stop each mutant at the first gate that kills it (faster; the matrix counts that gate only)
     families: tuple[str, ...] = ()  # only these operator families (mutate_operators.family); () for all
     per_line: bool = False  # one mutant per line, drawn with the seed (--per-line 1)
@@ -373,7 +373,7 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
     if options.budget is not None:  # judged in a random order, so that what the budget leaves out is a fair draw
         left = random.Random(options.seed).sample(left, len(left))
     progress = Progress(row, len(left))
-    clock, tally = time.monotonic(), {"killed": 0, "survived": 0}
+    clock, tally = time.monotonic(), {"judged": 0, "killed": 0, "survived": 0}
 
     def judged(mutant: Mutant, outcome: dict[str, Any]) -> None:
         if outcome["status"] == "not_covered" and mutant.file in elsewhere:
@@ -389,9 +389,10 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
     def counted(mutant: Mutant, outcome: dict[str, Any]) -> None:
         """A mutant judged now: recorded, shown on the progress line, and the row stopped once --budget is spent."""
         judged(mutant, outcome)
+        tally["judged"] += 1
         if outcome["status"] in tally:
             tally[outcome["status"]] += 1
-        progress.update(sum(1 for m in left if m.id(row) in outcomes), tally)
+        progress.update(tally["judged"], {"killed": tally["killed"], "survived": tally["survived"]})
         if options.budget is not None and not external and time.monotonic() - clock > options.budget:
             raise BudgetSpent
 
