@@ -133,7 +133,7 @@ def _in_folder(folder: Path) -> Iterator[None]:
 
 
 def _pytest(handover: Handover, args: list[str], options: dict[str, object] | None = None,
-            targets: list[str] | None = None) -> int:
+            targets: list[str] | None = None, plugins: tuple[object, ...] = ()) -> int:
     """One pytest run over the project's gate files (or the node ids ``targets``); its exit status is the plugin's
     verdict. The plugin takes the snapshot and the rows and evidence resolved here from ``handover``.
 
@@ -157,7 +157,7 @@ def _pytest(handover: Handover, args: list[str], options: dict[str, object] | No
     base = ["--rootdir", str(config.root), "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning",
             "-q", "--no-header", "-rfE"]
     with _in_folder(config.root):
-        code = int(pytest.main(files + base + args, plugins=[handover, SelectionGuard()]))
+        code = int(pytest.main(files + base + args, plugins=[handover, SelectionGuard(), *plugins]))
     if code == 4:  # pytest's usage error (it printed why)
         return ExitCode.USAGE
     if code == 2:  # pytest's "interrupted" before the plugin judged anything (Ctrl-C while it started up)
@@ -201,7 +201,9 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
     extra += plan.pytest_args
     options = {"json": args.json, "markdown": args.markdown, "junit": args.junit, "rows": rows or None,
                "markexpr": "" if args.marker == "all" else args.marker}
-    return _pytest(Handover(project, tuple(rows) or None, plan.evidence, plan.meta), extra, options, targets=plan.targets)
+    progress = _row_progress(extra) if args.shard else ()
+    return _pytest(Handover(project, tuple(rows) or None, plan.evidence, plan.meta), extra, options, targets=plan.targets,
+                   plugins=progress)
 
 
 def _profile(args: argparse.Namespace) -> str | None:
@@ -297,16 +299,28 @@ def cmd_audit(args: argparse.Namespace, project: Project) -> int:
     impl = _implementation(project.config, args.impl)
     options = ["--gates-audit", *_marker_args(args.marker), *_row_args(rows), *([f"--gates-impl={impl}"] if impl else [])]
     handover = Handover(project, tuple(rows) or None)
+    progress = _row_progress(options)
     if not args.evidence:
-        return _pytest(handover, options)
+        return _pytest(handover, options, plugins=progress)
     from _vllm_gates.audit_evidence import audit_on_evidence
     from _vllm_gates.evidence import EvidenceError
 
     try:
         return audit_on_evidence(project, rows, "" if args.marker == "all" else args.marker, impl or "python",
-                                 args.evidence, lambda nodes: _pytest(handover, options, targets=nodes))
+                                 args.evidence, lambda nodes: _pytest(handover, options, targets=nodes, plugins=progress))
     except EvidenceError as error:
         raise UsageError(str(error)) from None
+
+
+def _row_progress(args: list[str]) -> tuple[object, ...]:
+    """A progress line per row (row_progress, docs/mutation.md "Progress"); on a terminal pytest's letters and
+    percentages give way to it (``args`` gains the option that drops them)."""
+    from _vllm_gates.row_progress import RowProgress
+
+    progress = RowProgress()
+    if progress.live:
+        args += ["-o", "console_output_style=classic"]
+    return (progress,)
 
 
 def _implementation(config: Config, name: str | None) -> str | None:
@@ -606,16 +620,24 @@ def parser() -> argparse.ArgumentParser:
                         "build/mutants/IMPL)")
     mutate.add_argument("--first-kill", action="store_true", help="stop judging a mutant at the first gate that kills "
                         "it, cheapest gates first (faster; the kill matrix then counts only that gate)")
-    mutate.add_argument("--budget", type=float, metavar="S", help="seconds per row for building an external "
-                        "implementation's mutants; the mutants left when it is spent are not judged (reported)")
+    mutate.add_argument("--budget", type=float, metavar="S", help="seconds per row (judging the Python port's mutants, "
+                        "in a random order, or building an external implementation's); the mutants left when it is "
+                        "spent are not judged (reported), the score is over those judged, with its standard error")
     mutate.add_argument("--max-mutants", type=int, metavar="N", help="at most N mutants per row, drawn with --seed")
+    mutate.add_argument("--per-line", type=int, metavar="1", help="one mutant per line, drawn with --seed: an "
+                        "estimate of the whole population's score, printed with its standard error")
     mutate.add_argument("--family", action="append", default=[], metavar="NAME", help="only the mutants of this "
                         "operator family (repeatable; e.g. precision: casts and dtypes, docs/mutation.md)")
     mutate.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds one mutant's gate run may "
                                                                                    "take before it is timed_out (default: 60)")
     mutate.add_argument("--json", metavar="F", default="reports/mutation.json", help="the report (default: "
                                                                                      "reports/mutation.json); a rerun resumes from it")
-    mutate.add_argument("--changed-since", metavar="REV", help="only lines changed since REV (git diff -U0)")
+    mutate.add_argument("--since", "--changed-since", dest="changed_since", metavar="REV",
+                        help="only lines changed since REV (git diff -U0, the working tree included)")
+    mutate.add_argument("--annotations", metavar="F", help="also write each survivor as a GitHub annotation "
+                        "(::warning file=...,line=...::...) to F, or to stdout with -")
+    mutate.add_argument("--schema-report", metavar="F", help="also write the report in the "
+                        "mutation-testing-report-schema JSON (Stryker's dashboard reads it) to F")
     mutate.add_argument("--seed", type=int, default=0, metavar="N", help="the seed of the --max-mutants draw and of "
                                                                          "the gates' examples (default: 0)")
     return top
@@ -635,6 +657,8 @@ def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
         raise UsageError(f"--budget {args.budget}: must be a positive number of seconds")
     if args.max_mutants is not None and args.max_mutants < 1:
         raise UsageError(f"--max-mutants {args.max_mutants}: must be at least 1")
+    if args.per_line is not None and args.per_line != 1:
+        raise UsageError(f"--per-line {args.per_line}: only 1 (one mutant per line) is supported")
     if not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout}: must be a positive number of seconds")
     unknown = [name for name in args.family if name not in FAMILIES]
@@ -642,8 +666,17 @@ def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
         raise UsageError(f"--family {unknown[0]}: unknown operator family (known: {', '.join(FAMILIES)})")
     _check_rows(project, args.rows)
     path = Path(args.json) if Path(args.json).is_absolute() else project.config.root / args.json
+    schema_report = None if args.schema_report is None else project.config.root / args.schema_report
+    annotations = args.annotations if args.annotations in (None, "-") else str(project.config.root / args.annotations)
+    for flag, given, target in (("--schema-report", args.schema_report, schema_report),
+                                ("--annotations", args.annotations, None if annotations in (None, "-") else Path(annotations))):
+        if target is not None and target.is_dir():
+            raise UsageError(f"{flag} {given}: is a folder; name a file")
+        if target is not None and target.resolve() == path.resolve():
+            raise UsageError(f"{flag} {given}: is the --json report, which a rerun reads; name another file")
     options = Options(tuple(args.rows), args.max_mutants, args.timeout, path, args.changed_since, args.seed, args.impl,
-                      args.budget, args.first_kill, tuple(dict.fromkeys(args.family)))
+                      args.budget, args.first_kill, tuple(dict.fromkeys(args.family)), args.per_line == 1,
+                      annotations, schema_report)
     try:
         return run_mutate(project, options)
     except MutationError as error:

@@ -9,6 +9,7 @@ unmutated fails or errors: a crash, hang or exit counts only as the gate reports
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -34,11 +35,17 @@ from _vllm_gates.mutate_cpp_build import MutantBuilds, MutantDoesNotBuild
 from _vllm_gates.mutate_cpp_files import cpp_files_for_row, gates_reaching
 from _vllm_gates.model import GateFile
 from _vllm_gates.mutate_operators import Mutant, family, mutants
+from _vllm_gates.mutate_incremental import (CompileMemo, engine_identity, gate_fingerprints, reaching_gates, tree_identity,
+                                           verdict_holds)
 from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
                                        stale_equivalents, summary_lines, survivor_lines, write_report)
 from _vllm_gates.evidence import read_report
+from _vllm_gates.mutate_annotations import survivor_annotations
+from _vllm_gates.mutate_schema_report import schema_report
+from _vllm_gates.reports import write_atomic
 from _vllm_gates.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint  # the one way `mutation:` claims read it too
 from _vllm_gates.patterns import declared_files
+from _vllm_gates.progress import Progress
 from _vllm_gates.requirements import unmet
 from _vllm_gates.project import Project
 from _vllm_gates.sources import gate_source_files, import_graph
@@ -62,9 +69,12 @@ class Options:
     changed_since: str | None
     seed: int
     impl: str = "python"
-    budget: float | None = None  # seconds per row for building an external implementation's mutants (None: no cap)
+    budget: float | None = None  # seconds per row: judging the Python port's mutants, building an external one's (None: no cap)
     first_kill: bool = False  # stop each mutant at the first gate that kills it (faster; the matrix counts that gate only)
     families: tuple[str, ...] = ()  # only these operator families (mutate_operators.family); () for all
+    per_line: bool = False  # one mutant per line, drawn with the seed (--per-line 1)
+    annotations: str | None = None  # survivors as GitHub annotations: a file, or "-" for stdout (--annotations)
+    schema_report: Path | None = None  # the report also in the mutation-testing-report-schema (--schema-report)
 
 
 def mutable_files(config: Config, gate_file: GateFile) -> list[str]:
@@ -236,6 +246,20 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
+class BudgetSpent(Exception):
+    """--budget seconds of a row are spent: its session is stopped and the mutants left are not judged."""
+
+
+def one_per_line(found: list[Mutant], seed: int) -> list[Mutant]:
+    """One mutant of each (file, line), drawn with ``seed``, in their generated order (--per-line 1)."""
+    lines: dict[tuple[str, int], list[Mutant]] = {}
+    for mutant in found:
+        lines.setdefault((mutant.file, mutant.line), []).append(mutant)
+    draw = random.Random(seed)
+    keep = {id(draw.choice(group)) for group in lines.values()}
+    return [m for m in found if id(m) in keep]
+
+
 def _sample(found: list[Mutant], cap: int | None, seed: int) -> list[Mutant]:
     """At most ``cap`` of the mutants, drawn with ``seed``, in their generated order."""
     if cap is None or len(found) <= cap:
@@ -300,7 +324,7 @@ def _reached_only_elsewhere(config: Config, gate_file: GateFile, files: list[str
 
 
 def mutate_row(sessions: Sessions, project: Project, row: str, options: Options, earlier: Earlier | None,
-               save: Callable[[RowReport], None]) -> RowReport:
+               save: Callable[[RowReport], None], memo: CompileMemo | None = None) -> RowReport:
     """One row: generate, then judge every mutant not measured before in a warm session, saving after each."""
     config = project.config
     gate_file = project.gate_file(row)
@@ -315,37 +339,86 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
                             if not external else f"row {row}: no source of implementation {options.impl} registers "
                             f"an operation of its gates")
     changed = changed_lines(config.root, options.changed_since, files) if options.changed_since else None
-    generated = _generate(config, row, files, changed, cpp_mutants if external else mutants)
+    generator = cpp_mutants if external else functools.partial(mutants, compiling=memo.compiles) if memo else mutants
+    generated = _generate(config, row, files, changed, generator)
     found = [m for m in generated if not options.families or family(m.operator) in options.families]
-    chosen = _sample(found, options.max_mutants, options.seed)
+    chosen = _sample(one_per_line(found, options.seed) if options.per_line else found, options.max_mutants, options.seed)
     folder = _row_folder(config, gate_file)
+    graph = import_graph(config)
     report = RowReport(row, sources_fingerprint(config.root, files), _gates_fingerprint(folder),
-                       [g.id for g in gate_file.gates], files=list(files), population=len(found))
+                       [g.id for g in gate_file.gates], files=list(files), population=len(found),
+                       gate_fingerprints=gate_fingerprints(config, gate_file, files, graph, options.impl),
+                       sampling="per-line" if options.per_line else "drawn" if len(chosen) < len(found) else "all")
     save(report)
     declared = load_equivalents(folder / EQUIVALENTS_FILE)
-    every = generated if changed is None else _generate(config, row, files, None, cpp_mutants if external else mutants)
+    every = generated if changed is None else _generate(config, row, files, None, generator)
     report.stale_equivalents = [{"id": e.id, "reason": e.reason, "fingerprint": e.fingerprint}  # against every mutant
                                 for e in stale_equivalents(declared, {m.fingerprint for m in every}, config.root, files)]
     equivalent = {e.fingerprint for e in declared}
     elsewhere = {} if external else _reached_only_elsewhere(config, gate_file, files)
+    reach = ({f: gates_reaching(config, gate_file, f) for f in files} if external
+             else reaching_gates(config, gate_file, files, graph))
     outcomes: dict[str, dict[str, Any]] = {}
     for mutant in chosen:
-        before = earlier.reusable(report.sources_fingerprint, report.gates_fingerprint, mutant.id(row),
-                                  mutant.fingerprint) if earlier else None
+        before = earlier.record(mutant.id(row), mutant.fingerprint) if earlier else None
+        if before and not verdict_holds(before, reach.get(mutant.file, []), earlier.gate_fingerprints if earlier else {},
+                                        report.gate_fingerprints):
+            before = None
         if mutant.fingerprint in equivalent:
             outcomes[mutant.id(row)] = {"status": "equivalent", "killed_by": None, "killing_gates": [], "gates_run": []}
         elif before and (before.get("status") != NOT_RUN_HERE or mutant.file in elsewhere):
             outcomes[mutant.id(row)] = {k: before.get(k) for k in ("status", "killed_by", "killing_gates", "gates_run")}
+            report.reused += 1
+    left = [m for m in chosen if m.id(row) not in outcomes]
+    if options.budget is not None:  # judged in a random order, so that what the budget leaves out is a fair draw
+        left = random.Random(options.seed).sample(left, len(left))
+    progress = Progress(row, len(left))
+    clock, tally = time.monotonic(), {"judged": 0, "killed": 0, "survived": 0}
 
     def judged(mutant: Mutant, outcome: dict[str, Any]) -> None:
         if outcome["status"] == "not_covered" and mutant.file in elsewhere:
             outcome = {**outcome, "status": NOT_RUN_HERE, "detail": elsewhere[mutant.file]}
         outcomes[mutant.id(row)] = {"gates_run": [], **outcome}
+        recorded()
+
+    def recorded() -> None:
         report.mutants = [{"id": m.id(row), "file": m.file, "line": m.line, "operator": m.operator, "diff": m.diff,
                            "fingerprint": m.fingerprint, **outcomes[m.id(row)]} for m in chosen if m.id(row) in outcomes]
         save(report)
 
-    left = [m for m in chosen if m.id(row) not in outcomes]
+    def counted(mutant: Mutant, outcome: dict[str, Any]) -> None:
+        """A mutant judged now: recorded, shown on the progress line, and the row stopped once --budget is spent."""
+        judged(mutant, outcome)
+        tally["judged"] += 1
+        if outcome["status"] in tally:
+            tally[outcome["status"]] += 1
+        progress.update(tally["judged"], {"killed": tally["killed"], "survived": tally["survived"]})
+        if options.budget is not None and not external and time.monotonic() - clock > options.budget:
+            raise BudgetSpent
+
+    try:
+        _judge_left(sessions, config, gate_file, row, shown, files, options, left, changed, counted, report)
+    except BudgetSpent:
+        baseline = sessions.folder(row) / "baseline.json"
+        first = json.loads(baseline.read_text(encoding="utf-8")) if baseline.exists() else {}
+        report.unmutated_failures = first.get("failing", {})
+        report.known_bads = first.get("known_bads", []) if changed is None else []
+        print(f"{row}: --budget {options.budget:g} s spent: "
+              f"{len([m for m in chosen if m.id(row) not in outcomes])} mutants not judged")
+    finally:
+        progress.close()
+    if not left:  # nothing to run: no session
+        report.known_bads = earlier.known_bads if earlier else []
+    report.unjudged = len([m for m in chosen if m.id(row) not in outcomes])
+    recorded()
+    return report
+
+
+def _judge_left(sessions: Sessions, config: Config, gate_file: GateFile, row: str, shown: str, files: list[str],
+                options: Options, left: list[Mutant], changed: dict[str, set[int]] | None,
+                judged: Callable[[Mutant, dict[str, Any]], None], report: RowReport) -> None:
+    """The mutants no earlier verdict covers, judged in the row's warm session (built first for an external one)."""
+    external = options.impl != PYTHON
     if left and external:
         specs = _external_specs(config, gate_file, row, options, left, judged)
         if specs:
@@ -354,18 +427,12 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
                                    [g.id for g in gate_file.gates if g.operation], False, options.timeout, judged, options.impl,
                                    options.first_kill)
             report.unmutated_failures = first["failing"]
-        report.unjudged = len([m for m in chosen if m.id(row) not in outcomes])
     elif left:
         first = sessions.judge(row, shown, files, sessions.python_specs(row, files, left), left,
                                _traced_gates(config, gate_file, {m.file for m in left}), changed is None, options.timeout, judged,
                                first_kill=options.first_kill)
         report.unmutated_failures = first["failing"]
         report.known_bads = first["known_bads"]
-    else:  # nothing to run: no session
-        report.known_bads = earlier.known_bads if earlier else []
-    if chosen:
-        judged(chosen[0], outcomes[chosen[0].id(row)])
-    return report
 
 
 def _external_specs(config: Config, gate_file: GateFile, row: str, options: Options, left: list[Mutant],
@@ -411,14 +478,16 @@ def run_mutate(project: Project, options: Options) -> int:
     config = project.config
     rows = list(options.rows) or [r.id for r in project.roadmap.rows if r.id in project.paths]
     previous = _earlier_report(options.json_path)
-    if previous is not None and bool(previous.get("first_kill")) != options.first_kill:
-        print(f"{options.json_path}: measured {'with' if previous.get('first_kill') else 'without'} --first-kill: "
-              f"nothing in it is reused")
+    generator = ENGINE if options.impl == PYTHON else CPP_ENGINE
+    tree, engine = tree_identity(config.root), engine_identity(config, generator)
+    refused = _not_reusable(previous, tree, engine, options.first_kill) if previous is not None else None
+    if refused:
+        print(f"{options.json_path}: {refused}: nothing in it is reused")
         previous = None
     earlier = earlier_rows(previous)
     started, clock = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.monotonic()
     done: list[RowReport] = []
-    meta = {"impl": options.impl, "engine": ENGINE if options.impl == PYTHON else CPP_ENGINE, "seed": options.seed,
+    meta = {"impl": options.impl, "engine": generator, "engine_fingerprint": engine, "tree": tree, "seed": options.seed,
             "started": started, "changed_since": options.changed_since, "first_kill": options.first_kill,
             "families": list(options.families) or None}
 
@@ -429,9 +498,11 @@ def run_mutate(project: Project, options: Options) -> int:
     gate_files: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="gates-mutate-") as work, _sigterm_as_interrupt():
         sessions = Sessions(config, Path(work), options.seed)
+        memo = CompileMemo(config.root / "build" / "mutants" / "python-compiles.json")
         for row in rows:
             row_clock = time.monotonic()
-            report = mutate_row(sessions, project, row, options, earlier.get(row), save)
+            report = mutate_row(sessions, project, row, options, earlier.get(row), save, memo)
+            memo.save()
             done.append(report)
             save(report)
             gate_file = project.gate_file(row)
@@ -440,4 +511,27 @@ def run_mutate(project: Project, options: Options) -> int:
             for line in summary_lines(report, time.monotonic() - row_clock) + survivor_lines(report, gate_files):
                 print(line)
     print(f"mutation report: {options.json_path}")
+    document = json.loads(options.json_path.read_text(encoding="utf-8")) if done else {"rows": []}
+    if options.schema_report is not None:
+        write_atomic(options.schema_report, json.dumps(schema_report(document, config.root), indent=1) + "\n")
+        print(f"mutation-testing-report-schema report: {options.schema_report}")
+    if options.annotations is not None:
+        lines = "".join(line + "\n" for line in survivor_annotations(document))
+        if options.annotations == "-":
+            sys.stdout.write(lines)
+        else:
+            write_atomic(Path(options.annotations), lines)
+            print(f"GitHub annotations of the survivors: {options.annotations}")
     return 0
+
+
+def _not_reusable(previous: dict[str, Any], tree: str, engine: str, first_kill: bool) -> str | None:
+    """Why an earlier report's verdicts cannot be reused at all (another tree, another engine, measured the other
+    way), None when they may be, mutant by mutant."""
+    if previous.get("tree") != tree:
+        return f"measured on another tree ({previous.get('tree') or 'not recorded'}; this one is {tree})"
+    if previous.get("engine_fingerprint") != engine:
+        return f"measured by another engine version ({previous.get('engine_fingerprint') or 'not recorded'})"
+    if bool(previous.get("first_kill")) != first_kill:
+        return f"measured {'with' if previous.get('first_kill') else 'without'} --first-kill"
+    return None

@@ -12,7 +12,7 @@ import difflib
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 _ARITH = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "//"), ast.Div: ("/", "*"),
           ast.FloorDiv: ("//", "*"), ast.Mod: ("%", "//"), ast.Pow: ("**", "*"), ast.LShift: ("<<", ">>"),
@@ -66,8 +66,19 @@ class _Splice:
     operator: str
 
 
-def mutants(file: str, text: str, lines: set[int] | None = None) -> list[Mutant]:
-    """Every mutant of ``text`` (the file ``file``), optionally only on ``lines``; SyntaxError when it does not parse."""
+def compiles(file: str, text: str) -> bool:
+    """Whether Python compiles ``text`` as the module ``file`` (a splice the grammar refuses is no mutant)."""
+    try:
+        compile(text, file, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def mutants(file: str, text: str, lines: set[int] | None = None,
+            compiling: Callable[[str, str], bool] = compiles) -> list[Mutant]:
+    """Every mutant of ``text`` (the file ``file``), optionally only on ``lines``; SyntaxError when it does not parse.
+    ``compiling`` says whether a mutated text compiles (a memo of ``compiles`` may stand for it)."""
     tree = ast.parse(text, filename=file)
     raw = text.splitlines(keepends=True)
     splices = sorted(_splices(tree, raw), key=lambda s: (s.line, s.start, s.operator, s.end, s.text))
@@ -81,9 +92,7 @@ def mutants(file: str, text: str, lines: set[int] | None = None) -> list[Mutant]
         mutated = _apply(raw, splice)
         if mutated == text or mutated in seen:
             continue
-        try:
-            compile(mutated, file, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError):
+        if not compiling(file, mutated):
             continue  # a splice the grammar refuses is no mutant (each family is meant to keep the code compiling)
         seen.add(mutated)
         index = counts.get((splice.line, splice.operator), 0)

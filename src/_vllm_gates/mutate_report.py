@@ -73,19 +73,19 @@ def stale_equivalents(declared: list[Equivalent], fingerprints: set[str], root: 
 
 @dataclass(frozen=True)
 class Earlier:
-    """What an earlier report measured for a row, reusable while its sources and gates are unchanged."""
+    """What an earlier report measured for a row: its mutants and the fingerprint of each gate they were judged by
+    (mutate_incremental decides which verdicts still stand)."""
 
     sources_fingerprint: str
     gates_fingerprint: str
     mutants: dict[str, dict[str, Any]]  # measured ones, by id
     known_bads: list[dict[str, Any]]
+    gate_fingerprints: dict[str, str] = field(default_factory=dict)  # gate id -> its fingerprint when measured
 
-    def reusable(self, sources: str, gates: str, mutant_id: str, fingerprint: str) -> dict[str, Any] | None:
-        """The earlier record of a mutant, when neither the row's sources nor its gates changed since."""
+    def record(self, mutant_id: str, fingerprint: str) -> dict[str, Any] | None:
+        """The earlier record of a mutant with this id and the same fingerprint (its code, function and operator)."""
         record = self.mutants.get(mutant_id)
-        if (sources, gates) != (self.sources_fingerprint, self.gates_fingerprint) or record is None:
-            return None
-        return record if record.get("fingerprint") == fingerprint else None
+        return record if record is not None and record.get("fingerprint") == fingerprint else None
 
 
 def earlier_rows(document: Mapping[str, Any] | None) -> dict[str, Earlier]:
@@ -96,8 +96,10 @@ def earlier_rows(document: Mapping[str, Any] | None) -> dict[str, Earlier]:
         if isinstance(row, dict) and isinstance(row.get("row"), str):
             measured = {m["id"]: m for m in row.get("mutants", [])
                         if isinstance(m, dict) and m.get("status") in MEASURED and isinstance(m.get("id"), str)}
+            gates = row.get("gate_fingerprints")
             found[row["row"]] = Earlier(str(row.get("sources_fingerprint")), str(row.get("gates_fingerprint")),
-                                        measured, list(row.get("known_bads", [])))
+                                        measured, list(row.get("known_bads", [])),
+                                        {str(k): str(v) for k, v in gates.items()} if isinstance(gates, dict) else {})
     return found
 
 
@@ -116,6 +118,9 @@ class RowReport:
     unmutated_failures: dict[str, list[str]] = field(default_factory=dict)  # gate -> items failing with no mutant
     unjudged: int = 0  # mutants drawn but not judged: the --budget for building them was spent
     population: int = 0  # the mutants the files give, before --max-mutants draws from them (0: not recorded)
+    gate_fingerprints: dict[str, str] = field(default_factory=dict)  # each gate's fingerprint (mutate_incremental)
+    reused: int = 0  # mutants whose verdict an earlier report gave (not judged again)
+    sampling: str = "all"  # how the mutants were chosen: all, drawn (--max-mutants) or per-line (--per-line 1)
 
     def counts(self) -> dict[str, int]:
         return {status: sum(1 for m in self.mutants if m["status"] == status) for status in STATUSES}
@@ -170,7 +175,8 @@ class RowReport:
                 "score_counting_not_run_here": self.score_with_not_run_here(),
                 "families": self.family_counts(), "gates": self.kill_matrix(), "mutants": self.mutants,
                 "known_bads": self.known_bads, "stale_equivalents": self.stale_equivalents,
-                "unmutated_failures": self.unmutated_failures, "unjudged": self.unjudged}
+                "unmutated_failures": self.unmutated_failures, "unjudged": self.unjudged,
+                "gate_fingerprints": self.gate_fingerprints, "reused": self.reused, "sampling": self.sampling}
 
 
 def write_report(path: Path, meta: dict[str, Any], rows: list[RowReport]) -> None:
@@ -185,7 +191,8 @@ def summary_lines(row: RowReport, seconds: float) -> list[str]:
     shown = "n/a" if score is None else f"{score:.1%}"  # one decimal: 89.8% must never read as 90%
     error = row.standard_error()
     if error is not None:
-        shown += f" ± {error:.1%} (one standard error: {len(row.mutants)} drawn of {row.population})"
+        drawn = "one per line, " if row.sampling == "per-line" else ""
+        shown += f" ± {error:.1%} (one standard error: {drawn}{len(row.mutants)} drawn of {row.population})"
     rate = f"{len(row.mutants) / seconds:.2f} mutants/s" if seconds > 0 else ""
     lines = [f"{row.row}: generated {len(row.mutants)}, killed {counts['killed']}, survived {counts['survived']}, "
              f"timed out {counts['timed_out']}, not covered {counts['not_covered']}, equivalent {counts['equivalent']}, "
@@ -194,7 +201,8 @@ def summary_lines(row: RowReport, seconds: float) -> list[str]:
                 f"this machine imports their file)" if counts[NOT_RUN_HERE] else "") + f"; score {shown}"
              + (f" ({row.score_with_not_run_here():.1%} counting those not run here as survivors)"
                 if counts[NOT_RUN_HERE] else "") + f"; {seconds:.1f} s, {rate}"
-             + (f"; {row.unjudged} not judged (--budget spent)" if row.unjudged else "")]
+             + (f"; {row.unjudged} not judged (--budget spent)" if row.unjudged else "")
+             + (f"; {row.reused} verdicts reused from the earlier report" if row.reused else "")]
     for name, by_status in row.family_counts().items():
         lines.append(f"  family {name}: {sum(by_status.values())} mutants, " + ", ".join(
             f"{status.replace('_', ' ')} {count}" for status, count in by_status.items() if count))

@@ -78,7 +78,8 @@ def test_killed_not_covered_equivalent_stale_and_resume(example: Example, monkey
     assert row["known_bads"] == []  # changed lines only: the known-bads are left to a whole run
     assert "score" in result.out and "gate page-bytes: killed 1, unique 1" in result.out
     assert _git(example.root, "status", "--porcelain", "--untracked-files=all").split("\n")[:-1] == [
-        f" M {IMPL}", " M gates/rows/example/gate.yaml", "?? reports/mutation.json"]  # the tree as the run found it: no mutant left in a file
+        f" M {IMPL}", " M gates/rows/example/gate.yaml", "?? build/mutants/python-compiles.json",  # the compile memo
+        "?? reports/mutation.json"]  # the tree as the run found it: no mutant left in a file
 
     # declared equivalent (honoured) and stale (reported), on a rerun that must run nothing
     chosen = not_covered[0]
