@@ -13,12 +13,13 @@ try:  # Ctrl-C while the command is still starting: one line, as main() says it 
     from pathlib import Path
     from typing import TYPE_CHECKING, Iterator
 
-    from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_config, implementation_refused, load_config
+    from _vllm_gates.config import CONFIG_FILE, Config, find_config, implementation_refused, load_config
     from _vllm_gates.errors import DefinitionError, GatesError, Problem
     from _vllm_gates.exitcodes import ExitCode
     from _vllm_gates.profiles import PROFILES
     from _vllm_gates.project import Project, unknown_row
     from _vllm_gates.selection import Handover, RowsRefused, requested_rows
+    from _vllm_gates.tomlsource import SECTION
 except KeyboardInterrupt:
     sys.stderr.write("gates: interrupted (SIGINT) while starting\n")
     raise SystemExit(130) from None
