@@ -24,7 +24,7 @@ from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.implementations import PYTHON, Implementation, read_error_kinds, read_implementations
 from _vllm_gates.patterns import files_matching, matches
 from _vllm_gates.preread import recall, remember
-from _vllm_gates.requirements import BUILT_IN, CUDA, DETECT_FORMAT, Requirement
+from _vllm_gates.requirements import BUILT_IN, CUDA, DETECT_FORMAT, MarkerRequirement
 from _vllm_gates.tomlsource import SECTION, TOOL_KEY, setting_line
 from _vllm_gates.yamlsource import file_kind, read_definition_text
 
@@ -39,7 +39,7 @@ class Marker:
 
     name: str
     help: str
-    requires: Requirement | None = None
+    requires: MarkerRequirement | None = None
 
 
 DEFAULT_MARKERS = (
@@ -278,7 +278,7 @@ def _markers(reader: _Reader, value: Any) -> tuple[Marker, ...]:
     return tuple(found) or DEFAULT_MARKERS
 
 
-def _requirement(reader: _Reader, key: str, value: Any) -> Requirement | None:
+def _requirement(reader: _Reader, key: str, value: Any) -> MarkerRequirement | None:
     """A built-in requirement by name, or the project's own: `{ detect = "package.module:function", device = BOOL }`."""
     if isinstance(value, str):
         if value not in BUILT_IN:
@@ -296,7 +296,7 @@ def _requirement(reader: _Reader, key: str, value: Any) -> Requirement | None:
     if not isinstance(device, bool):
         reader.problem(f"{key}.device", f"expected true or false, got {device!r}")
         return None
-    return Requirement(detect, device, detect, reader.where(f"{key}.detect"), key)
+    return MarkerRequirement(detect, device, detect, reader.where(f"{key}.detect"), key)
 
 
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]*)?(\.post[0-9]+)?$")

@@ -34,7 +34,7 @@ from _vllm_gates.mutate_cpp_build import MutantBuilds, MutantDoesNotBuild
 from _vllm_gates.mutate_cpp_files import cpp_files_for_row, gates_reaching
 from _vllm_gates.model import GateFile
 from _vllm_gates.mutate_operators import Mutant, family, mutants
-from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
+from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, MutationRowReport, earlier_rows, load_equivalents,
                                        stale_equivalents, summary_lines, survivor_lines, write_report)
 from _vllm_gates.evidence import read_report
 from _vllm_gates.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint  # the one way `mutation:` claims read it too
@@ -300,7 +300,7 @@ def _reached_only_elsewhere(config: Config, gate_file: GateFile, files: list[str
 
 
 def mutate_row(sessions: Sessions, project: Project, row: str, options: Options, earlier: Earlier | None,
-               save: Callable[[RowReport], None]) -> RowReport:
+               save: Callable[[MutationRowReport], None]) -> MutationRowReport:
     """One row: generate, then judge every mutant not measured before in a warm session, saving after each."""
     config = project.config
     gate_file = project.gate_file(row)
@@ -319,7 +319,7 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
     found = [m for m in generated if not options.families or family(m.operator) in options.families]
     chosen = _sample(found, options.max_mutants, options.seed)
     folder = _row_folder(config, gate_file)
-    report = RowReport(row, sources_fingerprint(config.root, files), _gates_fingerprint(folder),
+    report = MutationRowReport(row, sources_fingerprint(config.root, files), _gates_fingerprint(folder),
                        [g.id for g in gate_file.gates], files=list(files), population=len(found))
     save(report)
     declared = load_equivalents(folder / EQUIVALENTS_FILE)
@@ -417,12 +417,12 @@ def run_mutate(project: Project, options: Options) -> int:
         previous = None
     earlier = earlier_rows(previous)
     started, clock = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.monotonic()
-    done: list[RowReport] = []
+    done: list[MutationRowReport] = []
     meta = {"impl": options.impl, "engine": ENGINE if options.impl == PYTHON else CPP_ENGINE, "seed": options.seed,
             "started": started, "changed_since": options.changed_since, "first_kill": options.first_kill,
             "families": list(options.families) or None}
 
-    def save(current: RowReport) -> None:
+    def save(current: MutationRowReport) -> None:
         rows_now = done + ([current] if all(current is not row for row in done) else [])
         write_report(options.json_path, {**meta, "seconds": round(time.monotonic() - clock, 3)}, rows_now)
 

@@ -29,7 +29,7 @@ from _vllm_gates.model import Gate, GateFile, TargetRef
 from _vllm_gates.policies import has_tolerance
 from _vllm_gates.outcomes import NotImplementedBy, RequirementUnmet
 from _vllm_gates.profiles import SEED_OPTION, RunSeed, load_default_profile, register_profiles
-from _vllm_gates.requirements import Requirement, unmet
+from _vllm_gates.requirements import MarkerRequirement, unmet
 from _vllm_gates.project import Project, second_gate_file
 from _vllm_gates.selection import Handover, RowsRefused, UnknownRow, requested_rows
 from _vllm_gates.sandbox import explain_refusal, sandbox_for
@@ -455,7 +455,7 @@ class RequirementSkips:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         names = set(self.run.project.marker_names)
-        reasons: dict[Requirement, str | None] = {}  # each requirement asked once per run
+        reasons: dict[MarkerRequirement, str | None] = {}  # each requirement asked once per run
         for item in items:
             if isinstance(item, DefinitionErrorItem):
                 continue
@@ -476,7 +476,7 @@ class RequirementSkips:
         if any(isinstance(item, GateItem) for item in items):
             load_default_profile()
 
-    def _unmet(self, requirement: Requirement) -> str | None:
+    def _unmet(self, requirement: MarkerRequirement) -> str | None:
         """Why this machine lacks the requirement; a project's detector that fails is a usage error at its line."""
         try:
             return unmet(requirement, self.run.project)
