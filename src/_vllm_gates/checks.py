@@ -21,7 +21,7 @@ from _vllm_gates.outcomes import NotImplementedBy
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import DifferingPaths, differing_paths, is_plain, render_value
 from _vllm_gates.value_agreement import AGREE, DISAGREE, Agreement, NothingCompared, ToleranceUsage, under_policy
-from _vllm_gates.worker_pool import (AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, ReplyContent, WorkerBroke, WorkerEnded,
+from _vllm_gates.worker_pool import (Ahead, CheckRefused, RawReply, ReplyContent, WorkerBroke, WorkerEnded,
                                      WorkerLost, WorkerPool)
 
 CRASH_RESTARTS = 100  # properties: at most this many worker restarts for the judged impl's crashes while shrinking
@@ -518,7 +518,7 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
     ``examples``: the gate's examples in the run's database (README, "A shared example database"): those saved
     there run first, and a failure found is saved there; the examples generated are the same with or without it."""
     import hypothesis
-    from hypothesis.errors import Flaky, HypothesisException, Unsatisfiable
+    from hypothesis.errors import Unsatisfiable
     from hypothesis.strategies import SearchStrategy
 
     from _vllm_gates.profiles import examples_of_the_gate_alone
@@ -581,10 +581,6 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
             test._hypothesis_internal_database_key = examples.key  # the gate's own key, not agree_on's digest
         return test
 
-    def from_database() -> list[tuple[str, str]]:
-        """The report's line saying the failure came from the database: it was found while the saved examples ran."""
-        return [examples.replayed()] if replaying[0] and examples is not None else []
-
     def both_runs() -> None:
         if replaying[0]:
             try:
@@ -595,54 +591,88 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
         prepared(replay=False)()
 
     try:
-        try:
-            with examples_of_the_gate_alone():
-                both_runs()
-        except Mismatch as mismatch:
-            if from_database():
-                raise Mismatch(mismatch.headline, mismatch.where, mismatch.data, [*mismatch.lines, *from_database()],
-                               shrunk=mismatch.shrunk) from None
-            raise
-    except _StopShrinking as stop:
-        why = ("none: each try could hang as long again" if stop.ended.ended.hung
-               else f"stopped after {CRASH_RESTARTS} worker restarts")
-        raise stop.ended.mismatch(where, stop.data, [], shrunk=not hunting and not stop.ended.ended.hung,
-                                  extra=[("shrinking", why), *from_database()]) from None
-    except (Mismatch, GateBroken, DefinitionError):
-        if broken:
-            raise broken[0] from None
-        raise
-    except Unsatisfiable as exc:
-        if broken:
-            raise broken[0] from None
-        if tally.not_implemented and not tally.examples:
-            return tally  # every example was answered not-implemented: the item says so, it is no pass
-        raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
-    except Flaky as exc:
-        if broken:
-            raise broken[0] from None
-        replayed = next((leaf for leaf in _leaves(exc) if isinstance(leaf, Mismatch)), None)
-        if replayed is None:
-            raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
-        raise Mismatch(replayed.headline, replayed.where, replayed.data, replayed.lines + [
-            ("replayed", "the same input did not fail the same way when Hypothesis ran it again: the implementation "
-                         "answers it differently from call to call"), *from_database()], shrunk=False) from None
-    except HypothesisException as exc:
-        raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
-    except BaseException as exc:
-        if broken:
-            raise broken[0] from None
-        if hasattr(exc, "exceptions"):  # an exception group: hypothesis found several distinct failures
-            raise _most_severe(exc) from exc
-        interrupt = _interrupt_behind(exc)
-        if interrupt is not None:  # Ctrl-C or SIGTERM while Hypothesis set up: the run stops, no item fails
-            raise interrupt from None
-        if isinstance(exc, Exception):  # not the impl's (it runs in a worker): Hypothesis's or the engine's own
-            raise GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(exc).__name__}: {exc}") from exc
-        raise
+        with examples_of_the_gate_alone():
+            both_runs()
+    except BaseException as error:
+        from_database = [examples.replayed()] if replaying[0] and examples is not None else []  # found replaying them
+        return _property_verdict(error, _PropertyRun(rg, where, tally, broken, from_database, hunting))
     if tally.examples == 0 and not tally.not_implemented:
         raise GateBroken(f"the properties of gate {rg.gate.id} ran no example")
     return tally
+
+
+@dataclass(frozen=True)
+class _PropertyRun:
+    """What a property run that ended in an exception leaves for its verdict: the examples counted, the first harness
+    failure (GateBroken or DefinitionError raised inside it), and the report's line when the saved examples ran."""
+
+    rg: ResolvedGate
+    where: str
+    tally: Tally
+    broken: list[BaseException]
+    from_database: list[tuple[str, str]]
+    hunting: bool
+
+
+def _property_verdict(error: BaseException, run: _PropertyRun) -> Tally:
+    """The Hypothesis contract of a property run, in one place: what the exception it ended with means for the item.
+    Raises what the item reports; returns the tally only where every example was answered not-implemented.
+
+        ended with                          the item
+        _StopShrinking (the impl crashed)   FAIL at the crash; "shrinking" says why it stopped (a hang, or restarts)
+        another HypothesisException         ERROR: Hypothesis could not run (a health check, a deadline, ...)
+        anything, after a harness failure   that GateBroken / DefinitionError: Hypothesis must not judge the gate's own
+        Mismatch                            FAIL, shrunk; "from the database" where the saved examples ran
+        GateBroken, DefinitionError         ERROR, as raised
+        Unsatisfiable                       every example not implemented: the tally (no pass); else ERROR
+        Flaky                               FAIL "replayed" where a Mismatch lies behind it (answers vary); else ERROR
+        an exception group                  its most severe failure (the gate's own before a mismatch)
+        KeyboardInterrupt behind it         the interrupt: the run stops, no item fails
+        another Exception                   ERROR (Hypothesis's or the engine's own: the impl runs in a worker)
+        another BaseException               raised as it is
+    """
+    from hypothesis.errors import Flaky, HypothesisException, Unsatisfiable
+
+    rg, where = run.rg, run.where
+    if isinstance(error, _StopShrinking):
+        why = ("none: each try could hang as long again" if error.ended.ended.hung
+               else f"stopped after {CRASH_RESTARTS} worker restarts")
+        raise error.ended.mismatch(where, error.data, [], shrunk=not run.hunting and not error.ended.ended.hung,
+                                   extra=[("shrinking", why), *run.from_database]) from None
+    if isinstance(error, HypothesisException) and not isinstance(error, (Unsatisfiable, Flaky)):
+        raise _could_not_run(rg, error) from error
+    if run.broken:
+        raise run.broken[0] from None
+    if isinstance(error, Mismatch):
+        if run.from_database:
+            raise Mismatch(error.headline, error.where, error.data, [*error.lines, *run.from_database],
+                           shrunk=error.shrunk) from None
+        raise error
+    if isinstance(error, (GateBroken, DefinitionError)):
+        raise error
+    if isinstance(error, Unsatisfiable):
+        if run.tally.not_implemented and not run.tally.examples:
+            return run.tally  # every example was answered not-implemented: the item says so, it is no pass
+        raise _could_not_run(rg, error) from error
+    if isinstance(error, Flaky):
+        replayed = next((leaf for leaf in _leaves(error) if isinstance(leaf, Mismatch)), None)
+        if replayed is None:
+            raise _could_not_run(rg, error) from error
+        raise Mismatch(replayed.headline, replayed.where, replayed.data, replayed.lines + [
+            ("replayed", "the same input did not fail the same way when Hypothesis ran it again: the implementation "
+                         "answers it differently from call to call"), *run.from_database], shrunk=False) from None
+    if hasattr(error, "exceptions"):  # an exception group: hypothesis found several distinct failures
+        raise _most_severe(error) from error
+    interrupt = _interrupt_behind(error)
+    if interrupt is not None:  # Ctrl-C or SIGTERM while Hypothesis set up: the run stops, no item fails
+        raise interrupt from None
+    if isinstance(error, Exception):
+        raise _could_not_run(rg, error) from error
+    raise error
+
+
+def _could_not_run(rg: ResolvedGate, error: BaseException) -> GateBroken:
+    return GateBroken(f"hypothesis could not run the properties of gate {rg.gate.id}: {type(error).__name__}: {error}")
 
 
 def _interrupt_behind(error: BaseException) -> KeyboardInterrupt | None:

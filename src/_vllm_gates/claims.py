@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from _vllm_gates.errors import Location, Problem
 from _vllm_gates.model import STATES, Roadmap
+from _vllm_gates.tomlsource import SECTION, toml_key
 
 FORMS = 'ROW = "STATE", or ROW = { state = "STATE", milestones = { ID = "STATE" } }'
 
@@ -35,8 +36,6 @@ def read_claims(name: str, value: Any, problem: Callable[[str, str], None],
                 where: Callable[[str], Location]) -> tuple[Claim, ...]:
     """The `claims` table of implementation ``name``; a problem names the key and the value for each malformed entry,
     an unknown state among them (rows and milestones are checked against the roadmap by ``claim_problems``)."""
-    from _vllm_gates.config import toml_key
-
     base = ("implementations", name, "claims")
     if not isinstance(value, dict) or not value:
         problem(toml_key(base), f"expected a table of rows, each {FORMS}; got {value!r}")
@@ -73,8 +72,6 @@ def read_claims(name: str, value: Any, problem: Callable[[str, str], None],
 
 def claim_problems(roadmap: Roadmap, claims: tuple[Claim, ...]) -> list[Problem]:
     """Claims of rows or milestones the roadmap does not have, each at the line of pyproject.toml that writes it."""
-    from _vllm_gates.config import SECTION
-
     problems = []
     for claim in claims:
         row = roadmap.row(claim.row)

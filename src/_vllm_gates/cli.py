@@ -13,7 +13,7 @@ try:  # Ctrl-C while the command is still starting: one line, as main() says it 
     from pathlib import Path
     from typing import TYPE_CHECKING, Iterator
 
-    from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_config, implementation_refused, load_config
+    from _vllm_gates.config import CONFIG_FILE, Config, find_config, implementation_refused, load_config
     from _vllm_gates.errors import DefinitionError, GatesError, Problem
     from _vllm_gates.exitcodes import ExitCode
     from _vllm_gates.profiles import PROFILES
@@ -22,6 +22,7 @@ try:  # Ctrl-C while the command is still starting: one line, as main() says it 
     from _vllm_gates.features import RunPlan, options, planned
     from _vllm_gates.feature_mutation import MUTATION, mutation_evidence
     from _vllm_gates.feature_reports import JSON, MARKDOWN
+    from _vllm_gates.tomlsource import SECTION
 except KeyboardInterrupt:
     sys.stderr.write("gates: interrupted (SIGINT) while starting\n")
     raise SystemExit(130) from None

@@ -1,5 +1,6 @@
 """How results are compared by default: strict equality that tells int from float from bool, and tensors bit for bit;
-the same walk, asked where two results differ, lists the paths of the sub-values that differ (docs/gate-files.md)."""
+the same walk, asked where two results differ, lists the paths of the sub-values that differ (docs/gate-files.md).
+Both are visitors over the shared walk of valuewalk.py."""
 from __future__ import annotations
 
 import math
@@ -8,6 +9,7 @@ from itertools import chain
 from typing import Any
 
 from _vllm_gates.tensors import arrays_equal, is_array, wire_name
+from _vllm_gates.valuewalk import ABSENT, item_path, key_path, key_token, pair_keys, visit
 
 COUNTED = 100_000  # the most differing paths a walk counts before it stops: a report's cost stays bounded
 
@@ -66,7 +68,7 @@ class PathDifferences:
 def strict_equal(actual: Any, expected: Any) -> bool:
     """Equality where 1 != 1.0 != True (values and keys), lists equal tuples, NaN equals NaN, mappings key by key,
     tensors (numpy arrays) by dtype, shape and element bytes (docs/worker-protocol.md §7.4)."""
-    return _walk(actual, expected)
+    return visit(_EQUAL, "", actual, expected)
 
 
 def differences(actual: Any, expected: Any, keep: int = 10, root: str = "result") -> PathDifferences:
@@ -74,83 +76,106 @@ def differences(actual: Any, expected: Any, keep: int = 10, root: str = "result"
     strict_equal says its sub-values differ and no path below it does; a list's length and a map's missing or
     unexpected keys are listed at the list or the map, beside its differing items. Values are not copied."""
     found = PathDifferences(keep)
-    _walk(actual, expected, found, root)
+    visit(_Noting(found), root, actual, expected)
     return found
 
 
-def _walk(actual: Any, expected: Any, found: PathDifferences | None = None, path: str = "") -> bool:
-    """strict_equal's one walk: whether the values are strictly equal; with ``found``, it goes on past the first
-    difference and notes each one at its path (walking into a pair only where strict equality fails on it)."""
+class _Equal:
+    """strict_equal over the shared walk: whether two values are strictly equal, stopping at the first difference."""
+
+    def arrays(self, path: str, actual: Any, expected: Any) -> bool:
+        return arrays_equal(actual, expected)  # same dtype, shape and bytes; a tensor never equals a list
+
+    def lists(self, path: str, actual: Any, expected: Any) -> bool:
+        if _int_rows(actual) and _int_rows(expected):
+            return actual == expected  # exact ints only: == is already strict, and runs in C
+        return len(actual) == len(expected) and all(map(self._item, actual, expected))
+
+    def maps(self, path: str, actual: dict[Any, Any], expected: dict[Any, Any]) -> bool:
+        return _maps_equal(actual, expected)
+
+    def leaves(self, path: str, actual: Any, expected: Any) -> bool:
+        return _leaves_equal(actual, expected)
+
+    def _item(self, actual: Any, expected: Any) -> bool:
+        return visit(self, "", actual, expected)
+
+
+_EQUAL = _Equal()
+
+
+@dataclass
+class _Noting:
+    """differences over the shared walk: it goes on past the first difference and notes each one at its path,
+    walking into a pair only where strict equality fails on it."""
+
+    found: PathDifferences
+
+    def arrays(self, path: str, actual: Any, expected: Any) -> bool:
+        return arrays_equal(actual, expected) or _arrays_differ(self.found, path, actual, expected)
+
+    def lists(self, path: str, actual: Any, expected: Any) -> bool:
+        """Two lists item by item over their common prefix, their lengths first."""
+        found = self.found
+        same = len(actual) == len(expected) or _differ(found, path, "length", actual, expected)
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            if found.full:
+                found.complete = False
+                return False
+            if not strict_equal(a, e):
+                same = visit(self, item_path(path, index), a, e)  # False: it notes where below
+        return same
+
+    def maps(self, path: str, actual: dict[Any, Any], expected: dict[Any, Any]) -> bool:
+        """Two maps key by key, in the expected map's order, then the actual map's keys the expected one lacks."""
+        found = self.found
+        keys = pair_keys(actual, expected)
+        if not keys.distinct:  # keys equal among themselves: matched by value
+            return _maps_equal(actual, expected) or _differ(found, path, "keys", actual, expected)
+        same = True
+        for _, ours, theirs in keys.entries():
+            if found.full:
+                found.complete = False
+                return False
+            inner = key_path(path, ours if theirs is ABSENT else theirs)
+            if ours is ABSENT:
+                same = _differ(found, inner, "missing", None, expected[theirs])
+            elif theirs is ABSENT:
+                same = _differ(found, inner, "unexpected", actual[ours], None)
+            elif not strict_equal(actual[ours], expected[theirs]):
+                same = visit(self, inner, actual[ours], expected[theirs])  # False: it notes where below
+        return same
+
+    def leaves(self, path: str, actual: Any, expected: Any) -> bool:
+        return _leaves_equal(actual, expected) or _differ(self.found, path, "value", actual, expected)
+
+
+def _leaves_equal(actual: Any, expected: Any) -> bool:
+    """Two values that are not both lists, maps or arrays: bools only equal bools, ints ints, floats floats (NaN
+    equals NaN); the stand-in nothing."""
     if isinstance(actual, WrongEverywhere) or isinstance(expected, WrongEverywhere):
-        return _differ(found, path, "value", actual, expected)
+        return False
     if isinstance(actual, bool) or isinstance(expected, bool):
-        return (type(actual) is type(expected) and actual == expected) or _differ(found, path, "value", actual, expected)
+        return type(actual) is type(expected) and actual == expected
     if isinstance(actual, int) and isinstance(expected, int):
-        return actual == expected or _differ(found, path, "value", actual, expected)
+        return actual == expected
     if isinstance(actual, float) and isinstance(expected, float):
-        return actual == expected or (math.isnan(actual) and math.isnan(expected)) or \
-            _differ(found, path, "value", actual, expected)
+        return actual == expected or (math.isnan(actual) and math.isnan(expected))
     if isinstance(actual, (int, float)) or isinstance(expected, (int, float)):
-        return _differ(found, path, "value", actual, expected)
-    if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
-        if found is None:
-            if _int_rows(actual) and _int_rows(expected):
-                return actual == expected  # exact ints only: == is already strict, and runs in C
-            return len(actual) == len(expected) and all(map(_walk, actual, expected))
-        return _lists(actual, expected, found, path)
-    if isinstance(actual, dict) and isinstance(expected, dict):
-        return _maps_equal(actual, expected) if found is None else _maps(actual, expected, found, path)
-    if is_array(actual) or is_array(expected):  # same dtype, shape and bytes; a tensor never equals a list
-        return arrays_equal(actual, expected) or _arrays_differ(found, path, actual, expected)
-    return bool(actual == expected) or _differ(found, path, "value", actual, expected)
+        return False
+    return bool(actual == expected)
 
 
-def _differ(found: PathDifferences | None, path: str, what: str, actual: Any, expected: Any, count: int = 0,
+def _differ(found: PathDifferences, path: str, what: str, actual: Any, expected: Any, count: int = 0,
             first: tuple[int, ...] = ()) -> bool:
-    """Not equal: noted at ``path`` where differences are asked for."""
-    if found is not None:
-        found.note(PathDifference(path, what, actual, expected, count, first))
+    """Not equal: noted at ``path``."""
+    found.note(PathDifference(path, what, actual, expected, count, first))
     return False
 
 
-def _lists(actual: Any, expected: Any, found: PathDifferences, path: str) -> bool:
-    """Two lists item by item over their common prefix, their lengths first."""
-    same = len(actual) == len(expected) or _differ(found, path, "length", actual, expected)
-    for index, (a, e) in enumerate(zip(actual, expected)):
-        if found.full:
-            found.complete = False
-            return False
-        if not _walk(a, e):
-            same = _walk(a, e, found, f"{path}[{index}]")  # False: it notes where below
-    return same
-
-
-def _maps(actual: dict[Any, Any], expected: dict[Any, Any], found: PathDifferences, path: str) -> bool:
-    """Two maps key by key, in the expected map's order, then the actual map's keys the expected one lacks."""
-    ours = {_key_token(key): key for key in actual}
-    theirs = {_key_token(key): key for key in expected}
-    if len(ours) != len(actual) or len(theirs) != len(expected):  # keys equal among themselves: matched by value
-        return _maps_equal(actual, expected) or _differ(found, path, "keys", actual, expected)
-    same = True
-    for token, key in chain(theirs.items(), ((t, k) for t, k in ours.items() if t not in theirs)):
-        if found.full:
-            found.complete = False
-            return False
-        inner = f"{path}.{key}" if isinstance(key, str) and key.isidentifier() else f"{path}[{key!r}]"
-        if token not in ours:
-            same = _differ(found, inner, "missing", None, expected[key])
-        elif token not in theirs:
-            same = _differ(found, inner, "unexpected", actual[key], None)
-        elif not _walk(actual[ours[token]], expected[key]):
-            same = _walk(actual[ours[token]], expected[key], found, inner)  # False: it notes where below
-    return same
-
-
-def _arrays_differ(found: PathDifferences | None, path: str, actual: Any, expected: Any) -> bool:
+def _arrays_differ(found: PathDifferences, path: str, actual: Any, expected: Any) -> bool:
     """Arrays that arrays_equal found different: of one dtype and shape, how many elements differ (bitwise, as
     arrays_equal compares them) and the first of them; else their kinds differ (dtype, shape, or not an array)."""
-    if found is None:
-        return False
     if is_array(actual) and is_array(expected) and actual.shape == expected.shape and actual.dtype.kind != "O" \
             and (wire_name(actual.dtype) or str(actual.dtype)) == (wire_name(expected.dtype) or str(expected.dtype)):
         return _differ(found, path, "elements", actual, expected, *_elements_differing(actual, expected))
@@ -188,28 +213,15 @@ def _int_rows(value: Any) -> bool:
     return kinds == {list} and set(map(type, chain.from_iterable(value))) <= {int}
 
 
-def _key_token(key: Any) -> Any:
-    """A key as strict_equal sees it: equal tokens exactly when the keys are strictly equal (1, 1.0, True differ)."""
-    if isinstance(key, bool):
-        return ("bool", key)
-    if isinstance(key, int):
-        return ("int", key)
-    if isinstance(key, float):
-        return ("float", "nan") if math.isnan(key) else ("float", key)
-    if isinstance(key, (list, tuple)):
-        return ("seq", tuple(_key_token(k) for k in key))
-    return ("other", key)
-
-
 def _maps_equal(actual: dict[Any, Any], expected: dict[Any, Any]) -> bool:
     """Each actual entry takes a distinct expected entry with a strictly equal key and value."""
     if len(actual) != len(expected):
         return False
     by_key: dict[Any, list[Any]] = {}
     for key, value in expected.items():
-        by_key.setdefault(_key_token(key), []).append(value)  # several values only under distinct NaN keys
+        by_key.setdefault(key_token(key), []).append(value)  # several values only under distinct NaN keys
     for key, value in actual.items():
-        candidates = by_key.get(_key_token(key), [])
+        candidates = by_key.get(key_token(key), [])
         match = next((i for i, e in enumerate(candidates) if strict_equal(value, e)), None)
         if match is None:
             return False

@@ -5,7 +5,6 @@ and the plugin leaves it alone (docs/gate-files.md, "Configuration").
 """
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import re
@@ -25,11 +24,11 @@ from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.implementations import PYTHON, Implementation, read_error_kinds, read_implementations
 from _vllm_gates.patterns import files_matching, matches
 from _vllm_gates.preread import recall, remember
-from _vllm_gates.requirements import BUILT_IN, CUDA, DETECT_FORMAT, Requirement
+from _vllm_gates.requirements import BUILT_IN, CUDA, DETECT_FORMAT, MarkerRequirement
+from _vllm_gates.tomlsource import SECTION, TOOL_KEY, setting_line
 from _vllm_gates.yamlsource import file_kind, read_definition_text
 
 CONFIG_FILE = "pyproject.toml"
-SECTION = "tool.vllm-gates"
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MARKER = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -40,7 +39,7 @@ class Marker:
 
     name: str
     help: str
-    requires: Requirement | None = None
+    requires: MarkerRequirement | None = None
 
 
 DEFAULT_MARKERS = (
@@ -208,70 +207,6 @@ def pattern_outside_root(root: Path, pattern: str, what: str) -> str | None:
     return why
 
 
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_KEY_PART = r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)"""
-_DOTTED_KEY = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
-_HEADER = re.compile(rf"^\s*\[\[?\s*({_DOTTED_KEY})\s*\]\]?\s*(#.*)?$")
-_LINE_KEY = re.compile(rf"^\s*({_DOTTED_KEY})\s*=")
-_INLINE_KEY = re.compile(rf"[{{,]\s*({_DOTTED_KEY})\s*=")
-
-
-def key_parts(text: str) -> list[str] | None:
-    """The parts of a dotted TOML key (`a."b.c".d` is a, b.c, d); None where ``text`` is not one."""
-    if not re.fullmatch(rf"\s*{_DOTTED_KEY}\s*", text):
-        return None
-    parts = []
-    for match in re.finditer(_KEY_PART, text):
-        parts.append(_unquoted(match.group(0)))
-    return parts
-
-
-def _unquoted(part: str) -> str:
-    if part.startswith('"'):
-        try:
-            return str(json.loads(part))  # a basic string's escapes are JSON's (but \\U, rare in a key)
-        except ValueError:
-            return part[1:-1]
-    return part.strip("'")
-
-
-def toml_key(parts: list[str] | tuple[str, ...]) -> str:
-    """Parts written as one dotted TOML key, quoting those that are not bare keys (a milestone `v1.2`)."""
-    return ".".join(part if _BARE_KEY.fullmatch(part) else '"' + part.replace("\\", "\\\\").replace('"', '\\"') + '"'
-                    for part in parts)
-
-
-def key_line(lines: list[str], path: list[str]) -> int:
-    """The 1-based line of ``lines`` (a TOML file) that reaches furthest along the key ``path``; 1 when none does."""
-    best, found, section = 0, 1, []
-    for number, line in enumerate(lines, start=1):
-        header = _HEADER.match(line)
-        if header:
-            section = key_parts(header.group(1)) or []
-            reach = len(section) if path[:len(section)] == section else 0
-        else:
-            reach = _line_reach(line, section, path)
-        if reach > best:
-            best, found = reach, number
-    return found
-
-
-def _line_reach(line: str, section: list[str], path: list[str]) -> int:
-    """How far along ``path`` a `key = value` line of ``section`` reaches, its inline tables included."""
-    written = _LINE_KEY.match(line)
-    if written is None or path[:len(section)] != section:
-        return 0
-    reached = section + (key_parts(written.group(1)) or [])
-    if path[:len(reached)] != reached:
-        return 0
-    depth = len(reached)
-    for inner in _INLINE_KEY.finditer(line, written.end()):
-        parts = key_parts(inner.group(1)) or []
-        if parts and path[depth:depth + len(parts)] == parts:
-            depth += len(parts)
-    return depth
-
-
 def setting_location(config: Config, key: str) -> Location:
     """Where ``key`` of `[tool.vllm-gates]` (`implementations.cpp.command`) is set in the pyproject.toml the
     configuration was read from (line 1 where it cannot be told)."""
@@ -281,7 +216,7 @@ def setting_location(config: Config, key: str) -> Location:
             text = read_definition_text(config.root / CONFIG_FILE, CONFIG_FILE, CONFIG_FILE)
         except DefinitionError:
             text = ""
-    return Location(CONFIG_FILE, key_line(text.splitlines(), ["tool", "vllm-gates", *(key_parts(key) or [key])]), 1)
+    return Location(CONFIG_FILE, setting_line(text.splitlines(), key), 1)
 
 
 class _Reader:
@@ -295,7 +230,7 @@ class _Reader:
     def where(self, key: str) -> Location:
         """The line that writes ``key`` (a dotted key of the table, as problems name it): the line that reaches
         furthest along its path, through `[section]` headers, dotted keys and inline tables; the first such."""
-        return Location(self.shown, key_line(self.lines, ["tool", "vllm-gates", *(key_parts(key) or [key])]), 1)
+        return Location(self.shown, setting_line(self.lines, key), 1)
 
     def problem(self, key: str, message: str) -> None:
         self.problems.append(Problem(self.where(key), f"[{SECTION}] {key}", message))
@@ -343,7 +278,7 @@ def _markers(reader: _Reader, value: Any) -> tuple[Marker, ...]:
     return tuple(found) or DEFAULT_MARKERS
 
 
-def _requirement(reader: _Reader, key: str, value: Any) -> Requirement | None:
+def _requirement(reader: _Reader, key: str, value: Any) -> MarkerRequirement | None:
     """A built-in requirement by name, or the project's own: `{ detect = "package.module:function", device = BOOL }`."""
     if isinstance(value, str):
         if value not in BUILT_IN:
@@ -361,7 +296,7 @@ def _requirement(reader: _Reader, key: str, value: Any) -> Requirement | None:
     if not isinstance(device, bool):
         reader.problem(f"{key}.device", f"expected true or false, got {device!r}")
         return None
-    return Requirement(detect, device, detect, reader.where(f"{key}.detect"), key)
+    return MarkerRequirement(detect, device, detect, reader.where(f"{key}.detect"), key)
 
 
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]*)?(\.post[0-9]+)?$")
@@ -466,7 +401,7 @@ def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
     except tomllib.TOMLDecodeError as exc:
         raise DefinitionError([Problem(Location(path.name, 1, 1), "", f"cannot read {path.name}: {exc}")]) from None
     tool = document.get("tool", {})
-    table = tool.get("vllm-gates") if isinstance(tool, dict) else None
+    table = tool.get(TOOL_KEY) if isinstance(tool, dict) else None
     if table is None:
         return text, document, None
     if not isinstance(table, dict):

@@ -25,7 +25,7 @@ class Point:
 
 
 @dataclass(frozen=True)
-class Group:
+class TapGroup:
     """A run of consecutive taps of one layer (``layer`` None: taps outside the layers, such as the embedding or the
     logits, labelled by the run's first tap), with its worst isolated (feed points aside: they hold what was fed) and
     accumulated points; a point is None where no tap of the run reports a number."""
@@ -44,7 +44,7 @@ def used_of(value: Any) -> float | None:
     return float(value) if value in ("inf", "nan") else None
 
 
-def groups(taps: list[dict[str, Any]]) -> tuple[Group, ...]:
+def groups(taps: list[dict[str, Any]]) -> tuple[TapGroup, ...]:
     """The report's taps (forward order) as runs of one layer each, with each run's worst isolated and accumulated
     share of the tolerance used."""
     runs: list[list[dict[str, Any]]] = []
@@ -62,12 +62,12 @@ def _layer(tap: dict[str, Any]) -> int | None:
     return layer if type(layer) is int else None
 
 
-def _group(run: list[dict[str, Any]]) -> Group:
+def _group(run: list[dict[str, Any]]) -> TapGroup:
     names = tuple(str(tap.get("name")) for tap in run)
     layer = _layer(run[0])
     own = [tap for tap in run if tap.get("feed_point") is not True]
     label = str(layer) if layer is not None else names[0] + ("…" if len(names) > 1 else "")
-    return Group(label, layer, names,
+    return TapGroup(label, layer, names,
                  _worst(own, "isolated"), _worst(run, "accumulated"))
 
 
@@ -100,7 +100,7 @@ class LogScale:
         return LOG_BOTTOM - share * (LOG_BOTTOM - LOG_TOP)
 
 
-def scale_for(found: tuple[Group, ...]) -> LogScale:
+def scale_for(found: tuple[TapGroup, ...]) -> LogScale:
     """The decades that hold every finite positive point, the tolerance (1) and a decade above it."""
     values = [point.used for group in found for point in (group.isolated, group.accumulated)
               if point is not None and math.isfinite(point.used) and point.used > 0.0] + [1.0, 10.0]
@@ -112,7 +112,7 @@ def x_of(index: int, count: int) -> float:
     return LEFT + (index + 0.5) * (WIDTH - LEFT - RIGHT) / count
 
 
-def svg(found: tuple[Group, ...], break_tap: str | None, crossing_tap: str | None) -> str:
+def svg(found: tuple[TapGroup, ...], break_tap: str | None, crossing_tap: str | None) -> str:
     """The plot: the tolerance band, a line and points per series, the break's group marked (``break_tap``), and the
     group where the accumulated error first crosses its bound (``crossing_tap``, drift) marked apart."""
     scale = scale_for(found)
@@ -155,7 +155,7 @@ def _y_axis(scale: LogScale, right: int) -> list[str]:
     return parts
 
 
-def _x_axis(found: tuple[Group, ...]) -> list[str]:
+def _x_axis(found: tuple[TapGroup, ...]) -> list[str]:
     step = max(1, math.ceil(len(found) / MAX_LABELS))
     parts = [f'<text class="group-label" x="{x_of(index, len(found)):.2f}" y="{ZERO_Y + 20}" text-anchor="middle" '
              f'font-size="11">{escape(group.label[:14])}</text>'
@@ -165,7 +165,7 @@ def _x_axis(found: tuple[Group, ...]) -> list[str]:
     return parts
 
 
-def _marker(kind: str, found: tuple[Group, ...], tap: str | None, colour: str, said: str) -> list[str]:
+def _marker(kind: str, found: tuple[TapGroup, ...], tap: str | None, colour: str, said: str) -> list[str]:
     """A vertical line at the group holding ``tap``; nothing where no tap is named or none holds it."""
     index = next((index for index, group in enumerate(found) if tap is not None and tap in group.taps), None)
     if index is None:
@@ -179,7 +179,7 @@ def _marker(kind: str, found: tuple[Group, ...], tap: str | None, colour: str, s
             f'{escape(str(tap)[:40])}</text></g>']
 
 
-def _series(series: str, found: tuple[Group, ...], scale: LogScale) -> list[str]:
+def _series(series: str, found: tuple[TapGroup, ...], scale: LogScale) -> list[str]:
     colour, radius, fill = ("#1f5fbf", 3.5, "#1f5fbf") if series == "isolated" else ("#e07b00", 5.5, "none")
     points = [(index, point) for index, group in enumerate(found)
               if (point := getattr(group, series)) is not None]

@@ -9,9 +9,10 @@ import shlex
 import stat
 from pathlib import Path
 
-from _vllm_gates.config import SECTION, Config, setting_location
+from _vllm_gates.config import Config, setting_location
 from _vllm_gates.errors import Location, Problem
 from _vllm_gates.implementations import Implementation
+from _vllm_gates.tomlsource import SECTION
 from _vllm_gates.yamlsource import file_kind
 
 

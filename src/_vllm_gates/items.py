@@ -14,7 +14,6 @@ import pytest
 from _vllm_gates import checks
 from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate, Subject
 from _vllm_gates.errors import DefinitionError, GatesError, Problem
-from _vllm_gates.examples_db import SharedExamples
 from _vllm_gates.model import Case, KnownBad, KnownGood
 from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
 from _vllm_gates.implementations import PYTHON

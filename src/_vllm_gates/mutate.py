@@ -37,7 +37,7 @@ from _vllm_gates.model import GateFile
 from _vllm_gates.mutate_operators import Mutant, family, mutants
 from _vllm_gates.mutate_incremental import (CompileMemo, engine_identity, gate_fingerprints, reaching_gates, tree_identity,
                                            verdict_holds)
-from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
+from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, MutationRowReport, earlier_rows, load_equivalents,
                                        stale_equivalents, summary_lines, survivor_lines, write_report)
 from _vllm_gates.evidence import read_report
 from _vllm_gates.mutate_annotations import survivor_annotations
@@ -324,7 +324,7 @@ def _reached_only_elsewhere(config: Config, gate_file: GateFile, files: list[str
 
 
 def mutate_row(sessions: Sessions, project: Project, row: str, options: Options, earlier: Earlier | None,
-               save: Callable[[RowReport], None], memo: CompileMemo | None = None) -> RowReport:
+               save: Callable[[MutationRowReport], None], memo: CompileMemo | None = None) -> MutationRowReport:
     """One row: generate, then judge every mutant not measured before in a warm session, saving after each."""
     config = project.config
     gate_file = project.gate_file(row)
@@ -345,7 +345,7 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
     chosen = _sample(one_per_line(found, options.seed) if options.per_line else found, options.max_mutants, options.seed)
     folder = _row_folder(config, gate_file)
     graph = import_graph(config)
-    report = RowReport(row, sources_fingerprint(config.root, files), _gates_fingerprint(folder),
+    report = MutationRowReport(row, sources_fingerprint(config.root, files), _gates_fingerprint(folder),
                        [g.id for g in gate_file.gates], files=list(files), population=len(found),
                        gate_fingerprints=gate_fingerprints(config, gate_file, files, graph, options.impl),
                        sampling="per-line" if options.per_line else "drawn" if len(chosen) < len(found) else "all")
@@ -416,7 +416,7 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
 
 def _judge_left(sessions: Sessions, config: Config, gate_file: GateFile, row: str, shown: str, files: list[str],
                 options: Options, left: list[Mutant], changed: dict[str, set[int]] | None,
-                judged: Callable[[Mutant, dict[str, Any]], None], report: RowReport) -> None:
+                judged: Callable[[Mutant, dict[str, Any]], None], report: MutationRowReport) -> None:
     """The mutants no earlier verdict covers, judged in the row's warm session (built first for an external one)."""
     external = options.impl != PYTHON
     if left and external:
@@ -486,12 +486,12 @@ def run_mutate(project: Project, options: Options) -> int:
         previous = None
     earlier = earlier_rows(previous)
     started, clock = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.monotonic()
-    done: list[RowReport] = []
+    done: list[MutationRowReport] = []
     meta = {"impl": options.impl, "engine": generator, "engine_fingerprint": engine, "tree": tree, "seed": options.seed,
             "started": started, "changed_since": options.changed_since, "first_kill": options.first_kill,
             "families": list(options.families) or None}
 
-    def save(current: RowReport) -> None:
+    def save(current: MutationRowReport) -> None:
         rows_now = done + ([current] if all(current is not row for row in done) else [])
         write_report(options.json_path, {**meta, "seconds": round(time.monotonic() - clock, 3)}, rows_now)
 

@@ -104,7 +104,7 @@ def earlier_rows(document: Mapping[str, Any] | None) -> dict[str, Earlier]:
 
 
 @dataclass
-class RowReport:
+class MutationRowReport:
     """One row's part of the report, filled mutant by mutant."""
 
     row: str
@@ -179,13 +179,13 @@ class RowReport:
                 "gate_fingerprints": self.gate_fingerprints, "reused": self.reused, "sampling": self.sampling}
 
 
-def write_report(path: Path, meta: dict[str, Any], rows: list[RowReport]) -> None:
+def write_report(path: Path, meta: dict[str, Any], rows: list[MutationRowReport]) -> None:
     """The whole report, written atomically (called after each mutant, so an interrupted run keeps what it measured)."""
     document = {"schema": MUTATION_SCHEMA, **meta, "rows": [row.to_json() for row in rows]}
     write_atomic(path, json.dumps(document, indent=1) + "\n")
 
 
-def summary_lines(row: RowReport, seconds: float) -> list[str]:
+def summary_lines(row: MutationRowReport, seconds: float) -> list[str]:
     """The row's counts, score and throughput, then its kill matrix."""
     counts, score = row.counts(), row.score()
     shown = "n/a" if score is None else f"{score:.1%}"  # one decimal: 89.8% must never read as 90%
@@ -224,7 +224,7 @@ def summary_lines(row: RowReport, seconds: float) -> list[str]:
     return lines
 
 
-def survivor_lines(row: RowReport, gate_files: dict[str, str]) -> list[str]:
+def survivor_lines(row: MutationRowReport, gate_files: dict[str, str]) -> list[str]:
     """Each survivor: file:line, its diff, the gates that ran and passed it, and two paste-ready stubs."""
     lines = []
     for mutant in row.mutants:

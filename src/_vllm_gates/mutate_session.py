@@ -32,7 +32,7 @@ class HookFailed(GatesError):
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ItemRun:
     """One item's run: passed, failed (a failure or an error in any phase) or skipped; what it said when it failed."""
 
     status: str
@@ -74,13 +74,13 @@ class Session:
             raise HookFailed(errors.read_text(encoding="utf-8").strip()[:2000])
 
 
-def outcome(item: GateItem) -> Outcome:
+def item_run(item: GateItem) -> ItemRun:
     """Run ``item`` once more: failed when any phase failed (the first failure's text), skipped, else passed."""
     reports = run_again(item)
     failed = next((r for r in reports if r.failed), None)
     if failed is not None:
-        return Outcome("failed", failed.longreprtext.strip()[:DETAIL_CHARS])
-    return Outcome("skipped" if any(r.skipped for r in reports) else "passed")
+        return ItemRun("failed", failed.longreprtext.strip()[:DETAIL_CHARS])
+    return ItemRun("skipped" if any(r.skipped for r in reports) else "passed")
 
 
 def first_pass(session: Session, work: Path) -> dict[str, Any]:
@@ -96,7 +96,7 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
         lines = work / f"lines-{number}.txt"
         if traced:
             session.control(trace=str(lines))
-        outcomes = {item.name: outcome(item) for item in session.by_gate[gate]}
+        outcomes = {item.name: item_run(item) for item in session.by_gate[gate]}
         session.check_hook()
         passing[gate] = [name for name, found in outcomes.items() if found.status == "passed"]
         failing[gate] = [name for name, found in outcomes.items() if found.status == "failed"]
@@ -108,7 +108,7 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
         session.control()
     known = []
     for item in session.known_bads if session.plan["known_bads"] else []:
-        found = outcome(item)
+        found = item_run(item)
         record = item.stash.get(RECORD, None)
         rejected = found.status == "passed" and record is not None
         known.append({"gate": item.identity.gate, "name": item.name.removeprefix("known_bad[").removesuffix("]"),
@@ -142,7 +142,7 @@ def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) ->
         gates = sorted(gates, key=lambda g: baseline["seconds"].get(g, 0.0))
     for gate in gates:
         for item in (i for i in session.by_gate[gate] if i.name in baseline["passing"][gate]):
-            found = outcome(item)
+            found = item_run(item)
             if found.status == "failed":
                 failures.append((gate, item.name, found.detail))
                 break

@@ -17,7 +17,7 @@ ENGINE = "_vllm_gates.plugin"
 PREREAD = "_vllm_gates.preread"
 FEATURES = "_vllm_gates.features"
 CONFIG_FILE = "pyproject.toml"
-SECTION = "vllm-gates"
+TOOL_KEY = "vllm-gates"  # tomlsource.TOOL_KEY (a test holds the two equal): this module imports no other engine module
 ENGINE_READ_LIMIT = 8 * 1024 * 1024  # the engine's limit on the file (yamlsource.MAX_FILE_BYTES): past it, the engine refuses it
 
 _DECIDED = pytest.StashKey[bool]()
@@ -85,7 +85,7 @@ def engine_wanted(root: Path) -> bool:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return True
     tool = document.get("tool", {})
-    return isinstance(tool, dict) and SECTION in tool
+    return isinstance(tool, dict) and TOOL_KEY in tool
 
 
 def _hand_on(path: Path) -> None:

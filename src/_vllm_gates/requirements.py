@@ -19,7 +19,7 @@ DETECT_FORMAT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:
 
 
 @dataclass(frozen=True)
-class Requirement:
+class MarkerRequirement:
     """A marker's requirement: its name (a built-in's, or the project detector's `package.module:function`), whether it
     is a device (a PARTIAL claim lets gates needing a device be skipped; a simulated device stands in for it), and
     where the project declared its detector."""
@@ -36,9 +36,9 @@ class Requirement:
         return self == UPSTREAM
 
 
-CUDA = Requirement("cuda", device=True)
+CUDA = MarkerRequirement("cuda", device=True)
 SIMULATED_DEVICE_ENV = "VLLM_GATES_SIMULATED_DEVICE"  # names a recorded fake GPU; its evidence never backs a claim
-UPSTREAM = Requirement("upstream")
+UPSTREAM = MarkerRequirement("upstream")
 BUILT_IN = {r.name: r for r in (CUDA, UPSTREAM)}
 
 
@@ -81,7 +81,7 @@ def upstream_unavailable_reason(project: Any) -> str | None:
 DETECTORS: dict[str, Callable[[Any], str | None]] = {"cuda": cuda_unavailable_reason, "upstream": upstream_unavailable_reason}
 
 
-def unmet(requirement: Requirement, project: Any) -> str | None:
+def unmet(requirement: MarkerRequirement, project: Any) -> str | None:
     """Why this machine lacks ``requirement`` (None: it has it); DefinitionError, at its pyproject.toml line, when the
     project's detector cannot be imported, raises, or answers something other than a non-empty string or None."""
     if requirement.detect is None:
@@ -98,7 +98,7 @@ def unmet(requirement: Requirement, project: Any) -> str | None:
     return answer
 
 
-def _detector_problem(requirement: Requirement, what: str) -> DefinitionError:
+def _detector_problem(requirement: MarkerRequirement, what: str) -> DefinitionError:
     where = requirement.declared or Location("pyproject.toml", 1, 1)
     return DefinitionError([Problem(where, f"[tool.vllm-gates] {requirement.key}", f"detect = {requirement.detect!r}: the "
                                                                                   f"detector {what}")])

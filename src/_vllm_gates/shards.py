@@ -51,7 +51,7 @@ def parse_shard(text: str) -> Shard:
 
 
 @dataclass(frozen=True)
-class Group:
+class ShardGroup:
     """Gates that run in one shard: a gate with its upstream legs (`leg_of`), their known-bad hunts inside them; or
     the definition-error item of a gate (``definition[ID]``) or of a whole row (``<file>``) that does not load."""
 
@@ -66,11 +66,11 @@ class Group:
 
 
 def groups(project: Project, rows: Collection[str] | None, keeps: Callable[[tuple[str, ...]], bool],
-           items_of: Callable[[Gate], list[str]]) -> list[Group]:
+           items_of: Callable[[Gate], list[str]]) -> list[ShardGroup]:
     """The groups of the rows (all when None) whose gates the marker filter ``keeps``, in gate-file order;
     ``items_of``: a gate's item names (pick.item_names)."""
     config = project.config
-    found: list[Group] = []
+    found: list[ShardGroup] = []
     for gate_file in project.gate_files:
         if rows is not None and gate_file.row not in rows:
             continue
@@ -81,13 +81,13 @@ def groups(project: Project, rows: Collection[str] | None, keeps: Callable[[tupl
         for gates in members.values():
             kept = [gate for gate in gates if keeps(gate.markers)]
             if kept:
-                found.append(Group(gate_file.row, tuple(g.id for g in kept), tuple(f"{shown}::{g.id}" for g in kept),
+                found.append(ShardGroup(gate_file.row, tuple(g.id for g in kept), tuple(f"{shown}::{g.id}" for g in kept),
                                    sum(len(items_of(g)) for g in kept)))
         for broken in gate_file.broken_gates:  # a gate that does not load: its one definition-error item (ERROR)
-            found.append(Group(gate_file.row, (f"definition[{broken.id}]",), (f"{shown}::definition[{broken.id}]",), 1))
+            found.append(ShardGroup(gate_file.row, (f"definition[{broken.id}]",), (f"{shown}::definition[{broken.id}]",), 1))
     for row, (path, _) in sorted(project.broken.items()):
         if rows is None or row in rows:  # its one definition-error item: a group of its own
-            found.append(Group(row, ("<file>",), (config.relative(path) or str(path),), 1))
+            found.append(ShardGroup(row, ("<file>",), (config.relative(path) or str(path),), 1))
     return found
 
 
@@ -112,7 +112,7 @@ def recorded_durations(paths: list[str]) -> dict[tuple[str, str], float]:
     return found
 
 
-def weights(found: list[Group], durations: Mapping[tuple[str, str], float]) -> dict[str, float]:
+def weights(found: list[ShardGroup], durations: Mapping[tuple[str, str], float]) -> dict[str, float]:
     """Each group's weight: its recorded seconds; a group none recorded weighs its items at the recorded mean per
     item (by its item count alone where nothing was recorded)."""
     known = {g.key: sum(durations[(g.row, gate)] for gate in g.gates if (g.row, gate) in durations) for g in found
@@ -122,7 +122,7 @@ def weights(found: list[Group], durations: Mapping[tuple[str, str], float]) -> d
     return {g.key: known.get(g.key, g.items * per_item) for g in found}
 
 
-def plan(found: list[Group], count: int, weight: Mapping[str, float]) -> list[list[str]]:
+def plan(found: list[ShardGroup], count: int, weight: Mapping[str, float]) -> list[list[str]]:
     """The groups of each shard: heaviest first, each to the lightest shard so far (the lowest index on a tie);
     the same on every machine given the same groups and weights."""
     shards: list[list[str]] = [[] for _ in range(count)]
@@ -134,7 +134,7 @@ def plan(found: list[Group], count: int, weight: Mapping[str, float]) -> list[li
     return shards
 
 
-def tree(project: Project, impl: str, found: list[Group]) -> str:
+def tree(project: Project, impl: str, found: list[ShardGroup]) -> str:
     """The sha256 of every selected gate's fingerprint: two shards of one tree agree on it."""
     maker, roadmap = Fingerprinter(project.config, impl), project.roadmap
     by_row = {gf.row: gf for gf in project.gate_files}
@@ -156,7 +156,7 @@ class ShardRun:
     record: dict[str, Any]
 
 
-def shard_run(project: Project, shard: Shard, found: list[Group], durations: Mapping[tuple[str, str], float],
+def shard_run(project: Project, shard: Shard, found: list[ShardGroup], durations: Mapping[tuple[str, str], float],
               selection: Mapping[str, Any], impl: str, given_seed: int | None) -> ShardRun:
     """Shard ``shard`` of the groups ``found``; ShardError when there are fewer groups than shards (a shard would
     run nothing). Shards without --seed share one taken from the tree's hash, whatever the profile: each run would

@@ -12,7 +12,7 @@ _DECLARATION = re.compile(r"^\s*(?:[-*+]|#{1,6}|\d+\.)\s+\*\*([A-Z][A-Z0-9]*(?:-
 
 
 @dataclass(frozen=True)
-class Requirement:
+class SpecRequirement:
     """A numbered requirement and the line that declares it."""
 
     id: str
@@ -21,7 +21,7 @@ class Requirement:
     text: str
 
 
-def requirements_in(path: Path, display_path: str | None = None) -> list[Requirement]:
+def requirements_in(path: Path, display_path: str | None = None) -> list[SpecRequirement]:
     """Every requirement declared in a Markdown spec, in file order.
 
     DefinitionError at the spec's first line when it is not a regular file, is over the size limit
@@ -33,5 +33,5 @@ def requirements_in(path: Path, display_path: str | None = None) -> list[Require
         match = _DECLARATION.match(line)
         if match:
             text = line[match.end():].strip()
-            found.append(Requirement(match.group(1), shown, number, text))
+            found.append(SpecRequirement(match.group(1), shown, number, text))
     return found

@@ -1,5 +1,5 @@
 """Compare results under a comparison policy (issue 29 item 3): element-wise over every array inside a result,
-the rest exactly (strict_equal's rules).
+the rest exactly (strict_equal's rules); a visitor over the walk that exact comparison shares (valuewalk.py).
 
 Arithmetic is float64 (ulp: exact unsigned integers), over chunks of CHUNK elements, so a comparison of two huge
 arrays holds only a few chunk-sized temporaries beside them. numpy (and ml_dtypes, for bfloat16) are imported
@@ -12,9 +12,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from _vllm_gates.compare import _key_token, strict_equal
+from _vllm_gates.compare import strict_equal
 from _vllm_gates.policies import ALLCLOSE_DEFAULTS, PerDtype, Policy, allclose_tolerances, for_dtype
 from _vllm_gates.render import render_value, value_kind
+from _vllm_gates.valuewalk import ABSENT, item_path, key_path, key_token, pair_keys, visit
 
 CHUNK = 1 << 17  # elements per step: a float64 temporary is 1 MiB
 WORST = 5  # the worst elements a report names per array
@@ -90,17 +91,17 @@ class Comparison:
 def compare_under(policy: Policy, actual: Any, expected: Any, describe: bool = True) -> Comparison:
     """``actual`` against ``expected`` under ``policy``; a result with no array element compared is a problem.
     ``describe=False``: a failing array's report figures are not computed (the tolerance audit asks pass or fail)."""
-    walk = _Walk(policy, describe=describe)
-    walk.visit("result", actual, expected)
+    walk = _UnderPolicy(policy, describe=describe)
+    visit(walk, "result", actual, expected)
     problem = walk.problem
     if not problem and not walk.differences and walk.compared == 0:
         problem = (f"nothing compared: the {policy.name} policy compares arrays, and "
-                   + ("every array in the result has zero elements" if walk.arrays else "the result holds no array")
-                   + (f" (expected: {render_value(expected, 200)})" if not walk.arrays else ""))
+                   + ("every array in the result has zero elements" if walk.findings else "the result holds no array")
+                   + (f" (expected: {render_value(expected, 200)})" if not walk.findings else ""))
     if policy.name == "tokens" and not walk.token_maps and not problem and not walk.differences:
         problem = (f"nothing compared: the tokens policy needs a map with keys {policy.tokens!r} and {policy.margins!r} "
                    f"in the expected result")
-    return Comparison(policy, tuple(walk.arrays), tuple(walk.differences), walk.compared, problem)
+    return Comparison(policy, tuple(walk.findings), tuple(walk.differences), walk.compared, problem)
 
 
 def _items(count: int) -> str:
@@ -118,67 +119,63 @@ def _short_ints(value: Any) -> bool:
 
 
 @dataclass
-class _Walk:
-    """Walks actual and expected side by side, comparing arrays under the policy and everything else exactly."""
+class _UnderPolicy:
+    """A visitor over the shared walk (valuewalk.py): arrays compared under the policy, everything else exactly."""
 
     policy: Policy
     describe: bool = True
-    arrays: list[ArrayFinding] = field(default_factory=list)
+    findings: list[ArrayFinding] = field(default_factory=list)
     differences: list[Difference] = field(default_factory=list)
     compared: int = 0
     token_maps: int = 0
     problem: str = ""
 
-    def visit(self, path: str, actual: Any, expected: Any) -> None:
+    def arrays(self, path: str, actual: Any, expected: Any) -> None:
         import numpy as np
 
-        if isinstance(actual, np.ndarray) or isinstance(expected, np.ndarray):
-            if not (isinstance(actual, np.ndarray) and isinstance(expected, np.ndarray)):
-                self.differences.append(Difference(path, f"{value_kind(actual)} where {value_kind(expected)} is expected"))
-                return
-            found = self._array(path, actual, expected, False)
-            if found is not None:
-                self.compared += found.total
-                self.arrays.append(found)
+        if not (isinstance(actual, np.ndarray) and isinstance(expected, np.ndarray)):
+            self.differences.append(Difference(path, f"{value_kind(actual)} where {value_kind(expected)} is expected"))
             return
-        if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
-            if len(actual) != len(expected):
-                self.differences.append(Difference(path, f"{_items(len(actual))} where {len(expected)} "
-                                                         f"{'is' if len(expected) == 1 else 'are'} expected: "
-                                                         f"{_both(actual, expected)}"))
-                return
-            if _short_ints(actual) and _short_ints(expected) and list(actual) != list(expected):
-                self.differences.append(Difference(path, _both(actual, expected)))
-                return
-            for index, (a, e) in enumerate(zip(actual, expected)):
-                self.visit(f"{path}[{index}]", a, e)
-            return
-        if isinstance(actual, dict) and isinstance(expected, dict):
-            self._maps(path, actual, expected)
-            return
-        if not strict_equal(actual, expected):
-            self.differences.append(Difference(path, _both(actual, expected)))
+        found = self._array(path, actual, expected, False)
+        if found is not None:
+            self.compared += found.total
+            self.findings.append(found)
 
-    def _maps(self, path: str, actual: dict[Any, Any], expected: dict[Any, Any]) -> None:
+    def lists(self, path: str, actual: Any, expected: Any) -> None:
+        if len(actual) != len(expected):
+            self.differences.append(Difference(path, f"{_items(len(actual))} where {len(expected)} "
+                                                     f"{'is' if len(expected) == 1 else 'are'} expected: "
+                                                     f"{_both(actual, expected)}"))
+            return
+        if _short_ints(actual) and _short_ints(expected) and list(actual) != list(expected):
+            self.differences.append(Difference(path, _both(actual, expected)))
+            return
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            visit(self, item_path(path, index), a, e)
+
+    def maps(self, path: str, actual: dict[Any, Any], expected: dict[Any, Any]) -> None:
         tokens = self.policy.name == "tokens" and self.policy.tokens in expected and self.policy.margins in expected
-        ours = {_key_token(key): key for key in actual}
-        theirs = {_key_token(key): key for key in expected}
-        skipped = {_key_token(self.policy.margins)} if tokens else set()
-        missing = [theirs[k] for k in theirs if k not in ours and k not in skipped]
-        extra = [ours[k] for k in ours if k not in theirs]
-        if missing or extra or len(ours) != len(actual) or len(theirs) != len(expected):
+        keys = pair_keys(actual, expected)
+        skipped = {key_token(self.policy.margins)} if tokens else set()
+        missing = [theirs for token, ours, theirs in keys.entries() if ours is ABSENT and token not in skipped]
+        extra = [ours for _, ours, theirs in keys.entries() if theirs is ABSENT]
+        if missing or extra or not keys.distinct:
             said = ([f"missing {', '.join(map(repr, missing))}"] if missing else []) + \
                    ([f"unexpected {', '.join(map(repr, extra))}"] if extra else [])
             self.differences.append(Difference(path, "keys differ: " + ("; ".join(said) or "keys that compare equal")))
             return
-        for token, key in theirs.items():
+        for token, ours, theirs in keys.entries():
             if token in skipped:
                 continue  # the oracle's margins decide; an actual result's own margins are not compared
-            inner = f"{path}.{key}" if isinstance(key, str) and key.isidentifier() else f"{path}[{key!r}]"
-            if tokens and key == self.policy.tokens:
-                self._tokens(inner, actual[ours[token]], expected[key], expected[self.policy.margins])
+            inner = key_path(path, theirs)
+            if tokens and theirs == self.policy.tokens:
+                self._tokens(inner, actual[ours], expected[theirs], expected[self.policy.margins])
             else:
-                self.visit(inner, actual[ours[token]], expected[key])
+                visit(self, inner, actual[ours], expected[theirs])
+
+    def leaves(self, path: str, actual: Any, expected: Any) -> None:
+        if not strict_equal(actual, expected):
+            self.differences.append(Difference(path, _both(actual, expected)))
 
     def _tokens(self, path: str, actual: Any, expected: Any, margins: Any) -> None:
         """A token map's ids under the tokens policy, excused where the expected side's margins are under the band."""
@@ -198,7 +195,7 @@ class _Walk:
         found = self._array(path, actual, expected, True, margins)
         if found is not None:
             self.compared += found.total
-            self.arrays.append(found)
+            self.findings.append(found)
 
     def _array(self, path: str, actual: Any, expected: Any, exact: bool, margins: Any = None) -> ArrayFinding | None:
         if actual.dtype != expected.dtype or actual.shape != expected.shape:

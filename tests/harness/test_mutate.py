@@ -374,13 +374,13 @@ def test_changed_lines_only_a_gate_that_cannot_run_here_reaches_are_not_run_here
 def test_a_drawn_score_is_shown_to_one_decimal_with_its_standard_error():
     """89.8% of a 200-mutant draw is never printed as 90%, and says how far a draw of that size may be from the
     population's score (one standard error, finite-population corrected)."""
-    from _vllm_gates.mutate_report import RowReport, summary_lines
+    from _vllm_gates.mutate_report import MutationRowReport, summary_lines
 
     statuses = ["killed"] * 150 + ["survived"] * 17 + ["not_run_here"] * 33
-    report = RowReport("R", "s", "g", [], mutants=[{"status": s, "operator": "arith + -> -"} for s in statuses], population=2218)
+    report = MutationRowReport("R", "s", "g", [], mutants=[{"status": s, "operator": "arith + -> -"} for s in statuses], population=2218)
     assert abs(report.standard_error() - (150 / 167 * 17 / 167 / 167 * 2018 / 2217) ** 0.5) < 1e-12
     line = summary_lines(report, 10.0)[0]
     assert "score 89.8% ± 2.2% (one standard error: 200 drawn of 2218)" in line, line
     assert "(75.0% counting those not run here as survivors)" in line
-    whole = RowReport("R", "s", "g", [], mutants=[{"status": s, "operator": "arith + -> -"} for s in statuses], population=200)
+    whole = MutationRowReport("R", "s", "g", [], mutants=[{"status": s, "operator": "arith + -> -"} for s in statuses], population=200)
     assert whole.standard_error() is None and "score 89.8% (75.0%" in summary_lines(whole, 10.0)[0]

@@ -10,7 +10,7 @@ import pytest
 
 from _vllm_gates.mutate_cpp import cpp_mutants
 from _vllm_gates.mutate_operators import FAMILIES, family, mutants
-from _vllm_gates.mutate_report import RowReport, summary_lines
+from _vllm_gates.mutate_report import MutationRowReport, summary_lines
 
 from .conftest import Example
 
@@ -169,7 +169,7 @@ def test_the_family_of_each_operator_and_its_counts_in_the_report() -> None:
                                 "precision drop static_cast<float>")] == [
         "arithmetic", "comparison", "boolean", "constant", "condition", "statement", "statement", "statement", "index",
         "precision", "precision"]
-    report = RowReport("ROW", "s", "g", ["gate-a"], mutants=[
+    report = MutationRowReport("ROW", "s", "g", ["gate-a"], mutants=[
         {"operator": "precision drop .to()", "status": "killed", "killing_gates": ["gate-a"]},
         {"operator": "precision float32 -> float16", "status": "survived", "killing_gates": []},
         {"operator": "arith + -> -", "status": "killed", "killing_gates": ["gate-a"]}])

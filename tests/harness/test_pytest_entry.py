@@ -11,7 +11,9 @@ import pytest
 
 from _vllm_gates.config import load_config
 from _vllm_gates.errors import DefinitionError
-from _vllm_gates.pytest_entry import ENGINE_READ_LIMIT, engine_wanted
+from _vllm_gates.pytest_entry import ENGINE_READ_LIMIT, TOOL_KEY, engine_wanted
+from _vllm_gates.tomlsource import SECTION
+from _vllm_gates.tomlsource import TOOL_KEY as ENGINE_TOOL_KEY
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 SPY = '''import sys
@@ -40,6 +42,11 @@ def _engine_modules(ran: subprocess.CompletedProcess[str]) -> list[str]:
     lines = [line for line in ran.stdout.splitlines() if line.startswith("ENGINE-MODULES")]
     assert len(lines) == 1, ran.stdout + ran.stderr
     return lines[0].split()[1:]
+
+
+def test_the_entry_names_the_table_as_the_engine_does():
+    """The entry keeps its own copy of the table's key (it imports no other engine module): the two must agree."""
+    assert ENGINE_TOOL_KEY == TOOL_KEY and SECTION == f"tool.{TOOL_KEY}"
 
 
 def test_an_unrelated_project_imports_the_entry_alone(tmp_path):
