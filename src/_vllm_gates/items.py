@@ -13,6 +13,7 @@ import pytest
 
 from _vllm_gates import checks
 from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate, Subject
+from _vllm_gates.worker_pool import AHEAD_REQUESTS
 from _vllm_gates.errors import DefinitionError, GatesError, Problem
 from _vllm_gates.model import Case, KnownBad, KnownGood
 from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
@@ -168,7 +169,7 @@ class CaseItem(GateItem):
         if self.resolved.not_implemented:
             self.skip_for(self.resolved.not_implemented)
         cases, at = self.run_of
-        following = cases[at + 1:at + 1 + checks.AHEAD_REQUESTS] if cases else ()
+        following = cases[at + 1:at + 1 + AHEAD_REQUESTS] if cases else ()
         usage = ToleranceUsage()
         made = checks.check_case(self.resolved, self.case, self.resolved.impl, following=following, usage=usage)
         return ItemRecord(made, tolerance_used=usage.used, tolerance_at=usage.at, excused=usage.excused)
