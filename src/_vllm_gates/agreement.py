@@ -5,7 +5,8 @@ A team that codes from operations.yaml alone then meets no case the file did not
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from _vllm_gates.errors import Location, Problem
 from _vllm_gates.facts import facts_of_pattern

@@ -9,9 +9,10 @@ nothing twice).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from _vllm_gates.audit import AuditLine, audit_lines, audit_table
 from _vllm_gates.evidence import EvidenceError, evidence_in, read_run_report

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from math import prod
 from pathlib import Path
-from typing import Any, Sequence, Union
+from typing import Any
 
 from _vllm_gates.channel import MAX_BUFFER_BYTES
 from _vllm_gates.errors import Location
@@ -28,7 +29,7 @@ _INLINE_KEYS, _FILE_KEYS, _RANDN_KEYS = {"dtype", "shape", "values"}, {"file", "
 
 # a place in a case value, built only when a problem is reported: None is the top (`input`, `expect`), else
 # (parent, step) where a step is a key of a mapping or an index of a list
-Place = Union[None, tuple[Any, Any]]
+Place = tuple[Any, Any] | None
 
 
 class CaseTensors:

@@ -12,7 +12,8 @@ import os
 import socket
 import struct
 import time
-from typing import Any, NamedTuple, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from _vllm_gates.errors import GatesError
 
@@ -28,7 +29,7 @@ RESERVED_FLAG = 1 << 29  # never set by a writer; a reader refuses it
 _LENGTH_BITS = RESERVED_FLAG - 1
 _COALESCE = 1 << 20  # buffers smaller than this are sent joined with their neighbours (one write, not one each)
 
-Part = Union[bytes, memoryview]  # a piece of a frame as it is written
+Part = bytes | memoryview  # a piece of a frame as it is written
 
 try:  # an accelerator only: the frames are the same JSON either way
     import orjson as _orjson
@@ -181,7 +182,7 @@ def _read_exactly(sock: socket.socket, count: int, deadline: float | None) -> by
             _wait(sock, deadline)
         try:
             chunk = sock.recv(max(count - len(buffer), 1 << 16))
-        except socket.timeout:
+        except TimeoutError:
             raise ChannelTimeout() from None
         except ConnectionResetError:  # the peer exited with our frames unread: the channel is closed all the same
             chunk = b""
@@ -205,7 +206,7 @@ def _read_into(sock: socket.socket, target: bytearray, deadline: float | None) -
         _wait(sock, deadline)
         try:
             count = sock.recv_into(view[filled:])
-        except socket.timeout:
+        except TimeoutError:
             raise ChannelTimeout() from None
         except ConnectionResetError:
             count = 0

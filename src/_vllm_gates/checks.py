@@ -7,8 +7,9 @@ The impl, the oracle and the known-bads are Subjects: calls answered by worker p
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from _vllm_gates.channel import MAX_BUFFER_BYTES, ProtocolError, orjson_parses
 from _vllm_gates.compare import WrongEverywhere, strict_equal
@@ -21,8 +22,7 @@ from _vllm_gates.outcomes import NotImplementedBy
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import DifferingPaths, differing_paths, is_plain, render_value
 from _vllm_gates.value_agreement import AGREE, DISAGREE, Agreement, NothingCompared, ToleranceUsage, under_policy
-from _vllm_gates.worker_pool import (AHEAD_REQUESTS, Ahead, CheckRefused, RawReply, ReplyContent, WorkerBroke, WorkerEnded,
-                                     WorkerLost, WorkerPool)
+from _vllm_gates.worker_pool import Ahead, CheckRefused, RawReply, ReplyContent, WorkerBroke, WorkerEnded, WorkerLost, WorkerPool
 
 CRASH_RESTARTS = 100  # properties: at most this many worker restarts for the judged impl's crashes while shrinking
 
@@ -175,7 +175,7 @@ class Subject:
                              f"an external implementation's errors cannot be compared with it")
         return kind
 
-    def raised_as_expected(self, error: "Raised", raises: Raises) -> tuple[bool, str]:
+    def raised_as_expected(self, error: Raised, raises: Raises) -> tuple[bool, str]:
         """Whether an error is the case's: by class name (Python), or by kind and the facts its message carries."""
         if self.kinds is None:
             if not error.is_a(raises.type_name):
@@ -508,7 +508,7 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
     return checks
 
 
-def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., Any], max_examples: int,
+def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., Any], max_examples: int,  # noqa: C901 (one Hypothesis run and its except ladder; to be split so its contract reads in one place)
                    hunting: bool = False, seed: int | None = None, examples: GateExamples | None = None) -> Tally:
     """Impl and oracle agree on generated inputs; return what was compared, raise Mismatch (shrunk) if not.
 

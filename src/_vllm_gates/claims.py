@@ -9,8 +9,9 @@ The roadmap stays the Python port's (the team's) truth; `--impl NAME` judges NAM
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 from _vllm_gates.errors import Location, Problem
 from _vllm_gates.model import STATES, Roadmap

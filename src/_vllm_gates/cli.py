@@ -10,8 +10,9 @@ try:  # Ctrl-C while the command is still starting: one line, as main() says it 
     import contextlib
     import io
     import os
+    from collections.abc import Iterator
     from pathlib import Path
-    from typing import TYPE_CHECKING, Iterator
+    from typing import TYPE_CHECKING
 
     from _vllm_gates.config import CONFIG_FILE, SECTION, Config, find_config, implementation_refused, load_config
     from _vllm_gates.errors import DefinitionError, GatesError, Problem
@@ -213,7 +214,7 @@ def cmd_run(args: argparse.Namespace, project: Project) -> int:
     return _pytest(Handover(project, tuple(rows) or None, evidence, meta), extra, options, targets=targets)
 
 
-def _shard(project: Project, rows: list[str], args: argparse.Namespace) -> "ShardRun":
+def _shard(project: Project, rows: list[str], args: argparse.Namespace) -> ShardRun:
     """The node ids and report record of `--shard I/N` (shards.py); UsageError naming the flag and its value."""
     from _vllm_gates.pick import item_names
     from _vllm_gates.profiles import default_profile_name
@@ -262,7 +263,7 @@ def _picked(project: Project, rows: list[str], args: argparse.Namespace) -> list
         raise UsageError(str(error)) from None
 
 
-def _evidence(paths: list[str], absolute: bool = False) -> list["GateEvidence"]:
+def _evidence(paths: list[str], absolute: bool = False) -> list[GateEvidence]:
     """The gates of the --evidence files (evidence.load_evidence_files); UsageError naming a file that cannot be used."""
     from _vllm_gates.evidence import EvidenceError, load_evidence_files
 
@@ -288,7 +289,7 @@ def cmd_verdict(args: argparse.Namespace, project: Project) -> int:
     return judge_on_evidence(project, found, options)
 
 
-def _shards(paths: list[str]) -> "Merged | None":
+def _shards(paths: list[str]) -> Merged | None:
     """The evidence files written by `gates run --shard`, checked to add up (shard_merge.merge); UsageError naming
     the files that do not belong together."""
     from _vllm_gates.shard_merge import ShardsRefused, merge, shard_files
@@ -299,7 +300,7 @@ def _shards(paths: list[str]) -> "Merged | None":
         raise UsageError(str(error)) from None
 
 
-def _mutation_evidence(shown: str | None) -> "MutationEvidence":
+def _mutation_evidence(shown: str | None) -> MutationEvidence:
     """The `--mutation` report (mutation_claims.load_mutation_evidence); UsageError naming a file that cannot be used."""
     from _vllm_gates.mutation_claims import load_mutation_evidence
     from _vllm_gates.mutation_evidence import MutationEvidenceError
@@ -715,7 +716,8 @@ def cmd_mutate(args: argparse.Namespace, project: Project) -> int:
         return ExitCode.ERROR
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "report": cmd_report, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
+COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "report": cmd_report, "audit": cmd_audit,
+            "coverage": cmd_coverage, "affected": cmd_affected,
             "deviations": cmd_deviations, "upstream-drift": cmd_upstream_drift, "check-independence": cmd_check_independence,
             "mutate": cmd_mutate, "diverge": cmd_diverge}
 

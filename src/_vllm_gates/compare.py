@@ -116,7 +116,7 @@ def _differ(found: PathDifferences | None, path: str, what: str, actual: Any, ex
 def _lists(actual: Any, expected: Any, found: PathDifferences, path: str) -> bool:
     """Two lists item by item over their common prefix, their lengths first."""
     same = len(actual) == len(expected) or _differ(found, path, "length", actual, expected)
-    for index, (a, e) in enumerate(zip(actual, expected)):
+    for index, (a, e) in enumerate(zip(actual, expected, strict=False)):
         if found.full:
             found.complete = False
             return False

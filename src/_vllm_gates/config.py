@@ -11,9 +11,10 @@ import posixpath
 import re
 import stat
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -395,7 +396,7 @@ def _independence(reader: _Reader, value: Any) -> tuple[tuple[str, tuple[str, ..
         reader.problem("independence", f"expected a table `package = [packages it must not import]`, got {value!r}")
         return ()
     contracts = []
-    for package, forbidden in value.items():
+    for package in value:
         if not _IDENTIFIER.match(package):
             reader.problem(f"independence.{package}", f"{package!r} is not a package name")
             continue
@@ -408,7 +409,7 @@ KNOWN_KEYS = {"roadmap", "rows", "specs", "allowed-roots", "markers", "default-m
               "max-tensor-bytes", "sandbox", "examples-db", "examples-db-read-only"}
 
 
-def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float | None) -> float | None:
+def _seconds(reader: _Reader, table: dict[str, Any], key: str, default: float | None) -> float | None:
     value = table.get(key, default)
     if value is None:
         return None
@@ -418,7 +419,7 @@ def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float 
     return float(value)
 
 
-def _byte_count(reader: "_Reader", table: dict[str, Any], key: str, default: int) -> int:
+def _byte_count(reader: _Reader, table: dict[str, Any], key: str, default: int) -> int:
     """A whole number of bytes, 1 to 2**63 - 1 (a buffer length is 8 bytes on the wire)."""
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2 ** 63 - 1:
@@ -428,7 +429,7 @@ def _byte_count(reader: "_Reader", table: dict[str, Any], key: str, default: int
     return value
 
 
-def _flag(reader: "_Reader", table: dict[str, Any], key: str, default: bool) -> bool:
+def _flag(reader: _Reader, table: dict[str, Any], key: str, default: bool) -> bool:
     value = table.get(key, default)
     if not isinstance(value, bool):
         reader.problem(key, f"expected true or false, got {value!r}")

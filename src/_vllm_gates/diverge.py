@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from _vllm_gates.checks import Outcome, Subject
 from _vllm_gates.config import Config, implementation_refused
@@ -21,8 +22,8 @@ from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.fields import TARGET_PATTERN
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run
-from _vllm_gates.import_failures import missing_package, not_installed
 from _vllm_gates.implementations import PYTHON, Implementation
+from _vllm_gates.import_failures import missing_package, not_installed
 from _vllm_gates.model import Case, Gate, GateFile, KnownBad, TargetRef
 from _vllm_gates.project import Project, unknown_name
 from _vllm_gates.reports import write_atomic

@@ -13,9 +13,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from _vllm_gates.config import Config
 from _vllm_gates.errors import GatesError

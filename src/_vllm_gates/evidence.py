@@ -10,14 +10,15 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.fingerprints import GateFingerprint, changed_inputs
-from _vllm_gates.requirements import SIMULATED_DEVICE_ENV
 from _vllm_gates.reports import RUN_SCHEMA
+from _vllm_gates.requirements import SIMULATED_DEVICE_ENV
 from _vllm_gates.verdicts import RunReport, Scope, Verdict
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, TypeVar
+from typing import TypeVar
 
 from _vllm_gates.agreement import disagreements
 from _vllm_gates.case_tensors import CaseTensors
+from _vllm_gates.config import is_absolute, outside_root
+from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
 from _vllm_gates.gate_taps import read_taps
 from _vllm_gates.model import BrokenGate, Case, Gate, GateFile, KnownBad, KnownGood, Operation, Properties, Raises, Roadmap, Row, TargetRef
@@ -18,8 +21,6 @@ from _vllm_gates.patterns import files_matching, pattern_parts
 from _vllm_gates.policies import TOLERANCE_POLICIES, Policy, read_policy
 from _vllm_gates.roadmap import ROW_ID
 from _vllm_gates.specdoc import REQUIREMENT_ID, requirements_in
-from _vllm_gates.config import is_absolute, outside_root
-from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.upstream_legs import ORACLE_ONLY, CaseRoute, LegParts, case_route, legs
 from _vllm_gates.yamlsource import YList, YMap, file_kind, load_yaml, location_of
 
@@ -310,11 +311,11 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> tupl
         reader.problem(location_of(body, "milestone"), f"{key}.milestone",
                        f"milestone {show(milestone)} is not a milestone of {context.row.id} (milestones: {known})")
     covers, cover_places = reader.string_list(body, "covers", f"{key}.covers", REQUIREMENT_ID, non_empty=True)
-    for requirement, place in zip(covers, cover_places):
+    for requirement, place in zip(covers, cover_places, strict=True):
         if context.declared is not None and requirement not in context.declared:
             reader.problem(place, f"{key}.covers", f"requirement {show(requirement)} is not declared in {context.spec}")
     markers, marker_places = reader.string_list(body, "markers", f"{key}.markers", non_empty=True)
-    for marker, place in zip(markers, marker_places):
+    for marker, place in zip(markers, marker_places, strict=True):
         if marker not in reader.markers:
             reader.problem(place, f"{key}.markers", f"unknown marker {show(marker)} (accepted: {', '.join(reader.markers)})")
     oracle = _target(reader, body, "oracle", f"{key}.oracle") if "oracle" in body else None
@@ -482,7 +483,7 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
     title = reader.string(top, "title", "title") or ""
     spec = reader.string(top, "spec", "spec")
     sources, source_places = reader.string_list(top, "sources", "sources")
-    for index, (pattern, place) in enumerate(zip(sources, source_places)):
+    for index, (pattern, place) in enumerate(zip(sources, source_places, strict=True)):
         why = _source_outside(pattern) or _shared_source_unmatched(root, pattern, share)
         if why:
             reader.problem(place, f"sources[{index}]", why)
@@ -552,7 +553,7 @@ def _parts(reader: GateReader, top: YMap, folder: Path, row_id: str | None,
         return []
     names, places = reader.string_list(top, "parts", "parts", PART_NAME, non_empty=True)
     found = []
-    for index, (name, place) in enumerate(zip(names, places)):
+    for index, (name, place) in enumerate(zip(names, places, strict=True)):
         shown = f"{reader.folder}/{name}" if reader.folder else name
         if name in ("gate.yaml", "operations.yaml") or not (folder / name).is_file():
             why = "is not a file in the row's folder" if name not in ("gate.yaml", "operations.yaml") else "is not a part file"

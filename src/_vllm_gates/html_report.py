@@ -5,13 +5,13 @@ escaped, and long lists and diffs are cut with a count of what was cut."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from _vllm_gates.divergence_page import STYLE as DIVERGE_STYLE
-from _vllm_gates.divergence_page import DivergeReport, diverge_section
+from _vllm_gates.divergence_page import STYLE as DIVERGE_STYLE, DivergeReport, diverge_section
 from _vllm_gates.mutation_evidence import MUTATION_SCHEMA
 from _vllm_gates.reports import RUN_SCHEMA
 

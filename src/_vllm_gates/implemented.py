@@ -6,8 +6,9 @@ handshake (docs/worker-protocol.md §12) and did not answer `not-implemented` wh
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from _vllm_gates.implementations import PYTHON
 from _vllm_gates.model import GateFile
@@ -32,8 +33,8 @@ def count_operations(gate_file: GateFile, impl: str, listed: frozenset[str] | No
                           python_only)
 
 
-def with_operation_counts(report: "RunReport", gate_files: Mapping[str, GateFile], impl: str,
-                          listed: Mapping[str, frozenset[str]] | None) -> "RunReport":
+def with_operation_counts(report: RunReport, gate_files: Mapping[str, GateFile], impl: str,
+                          listed: Mapping[str, frozenset[str]] | None) -> RunReport:
     """Each row's operation count, where it is known: the python port's always; an external implementation's for
     the rows whose worker this run asked (``listed``, by row)."""
     operation_of = {(gf.row, g.id): g.operation for gf in gate_files.values() for g in gf.gates}
@@ -54,7 +55,7 @@ def with_operation_counts(report: "RunReport", gate_files: Mapping[str, GateFile
     return replace(report, rows=tuple(rows))
 
 
-def answered_on_evidence(assessed: Mapping[tuple[str, str], list["Assessed"]]) -> dict[str, frozenset[str]]:
+def answered_on_evidence(assessed: Mapping[tuple[str, str], list[Assessed]]) -> dict[str, frozenset[str]]:
     """By row, the operations an earlier run's worker answered, from a report that holds usable evidence for a gate of
     the row: the same fingerprint, so the same build of the same implementation and the same gate file (`gates
     verdict` runs no worker to ask)."""

@@ -5,9 +5,10 @@ Each item leaves a typed record of what it checked in ``item.stash``; the plugin
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 
@@ -15,12 +16,13 @@ from _vllm_gates import checks
 from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate, Subject
 from _vllm_gates.errors import DefinitionError, GatesError, Problem
 from _vllm_gates.examples_db import SharedExamples
-from _vllm_gates.model import Case, KnownBad, KnownGood
-from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
 from _vllm_gates.implementations import PYTHON
-from _vllm_gates.render import render_case, render_value
+from _vllm_gates.model import Case, KnownBad, KnownGood
 from _vllm_gates.outcomes import NotImplementedBy, SkipCause
+from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
+from _vllm_gates.render import render_case, render_value
 from _vllm_gates.value_agreement import ToleranceUsage
+from _vllm_gates.worker_pool import AHEAD_REQUESTS
 
 
 class ItemKind(str, Enum):
@@ -65,7 +67,7 @@ class ItemRecord:
 RECORD = pytest.StashKey[ItemRecord]()
 SKIP_CAUSE = pytest.StashKey[SkipCause]()  # why the item is skipped, as data (the skip's reason is its text)
 RUN_SEED = pytest.StashKey[RunSeed]()  # the run's seed (plugin.pytest_configure), in the config's stash
-EXAMPLES = pytest.StashKey["SharedExamples | None"]()  # the run's example database (plugin.pytest_configure), if any
+EXAMPLES = pytest.StashKey[SharedExamples | None]()  # the run's example database (plugin.pytest_configure), if any
 
 
 class KnownBadPassed(GatesError):
@@ -169,7 +171,7 @@ class CaseItem(GateItem):
         if self.resolved.not_implemented:
             self.skip_for(self.resolved.not_implemented)
         cases, at = self.run_of
-        following = cases[at + 1:at + 1 + checks.AHEAD_REQUESTS] if cases else ()
+        following = cases[at + 1:at + 1 + AHEAD_REQUESTS] if cases else ()
         usage = ToleranceUsage()
         made = checks.check_case(self.resolved, self.case, self.resolved.impl, following=following, usage=usage)
         return ItemRecord(made, tolerance_used=usage.used, tolerance_at=usage.at, excused=usage.excused)

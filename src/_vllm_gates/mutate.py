@@ -20,27 +20,39 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from _vllm_gates import mutate_hook
 from _vllm_gates.config import Config
 from _vllm_gates.errors import GatesError
+from _vllm_gates.evidence import read_report
 from _vllm_gates.implementations import PYTHON
+from _vllm_gates.model import GateFile
 from _vllm_gates.mutate_cpp import cpp_mutants
 from _vllm_gates.mutate_cpp_build import MutantBuilds, MutantDoesNotBuild
 from _vllm_gates.mutate_cpp_files import cpp_files_for_row, gates_reaching
-from _vllm_gates.model import GateFile
 from _vllm_gates.mutate_operators import Mutant, family, mutants
-from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
-                                       stale_equivalents, summary_lines, survivor_lines, write_report)
-from _vllm_gates.evidence import read_report
+from _vllm_gates.mutate_report import (
+    EQUIVALENTS_FILE,
+    NOT_RUN_HERE,
+    Earlier,
+    MutationError,
+    RowReport,
+    earlier_rows,
+    load_equivalents,
+    stale_equivalents,
+    summary_lines,
+    survivor_lines,
+    write_report,
+)
 from _vllm_gates.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint  # the one way `mutation:` claims read it too
 from _vllm_gates.patterns import declared_files
-from _vllm_gates.requirements import unmet
 from _vllm_gates.project import Project
+from _vllm_gates.requirements import unmet
 from _vllm_gates.sources import gate_source_files, import_graph
 
 SESSION_END_SECONDS = 10.0  # a session that judged every mutant may take this long to end before it is killed
@@ -48,7 +60,8 @@ DETAIL_CHARS = 400  # of a compiler's refusal kept in the report
 POLL_SECONDS = 0.05  # how often a session's events are read
 FIRST_PASS_FLOOR = 300.0  # seconds the session may take to start and judge one unmutated gate, at least (4 x --timeout)
 ENGINE = "vllm-gates ast operators 1"
-CPP_ENGINE = "vllm-gates C++ token operators 1"  # mutate_cpp (docs/mutation-cpp.md)  # the generator: mutate_operators (docs/mutation.md says why not mutmut/cosmic-ray)
+CPP_ENGINE = "vllm-gates C++ token operators 1"  # mutate_cpp (docs/mutation-cpp.md)
+# the generator: mutate_operators (docs/mutation.md says why not mutmut/cosmic-ray)
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from _vllm_gates.builds import identity, source_files
 from _vllm_gates.errors import GatesError

@@ -11,8 +11,9 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType, ModuleType
-from typing import Any, Callable
+from typing import Any
 
 CONTROL_VARIABLE = "VLLM_GATES_MUTATION_CONTROL"  # a JSON file the session rewrites before each mutant
 PLAN_VARIABLE = "VLLM_GATES_MUTATION_PLAN"  # a JSON file: what the session (mutate_session) is to judge

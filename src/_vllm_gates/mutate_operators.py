@@ -11,8 +11,8 @@ import ast
 import difflib
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 _ARITH = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "//"), ast.Div: ("/", "*"),
           ast.FloorDiv: ("//", "*"), ast.Mod: ("%", "//"), ast.Pow: ("**", "*"), ast.LShift: ("<<", ">>"),
@@ -89,7 +89,7 @@ def mutants(file: str, text: str, lines: set[int] | None = None) -> list[Mutant]
         index = counts.get((splice.line, splice.operator), 0)
         counts[(splice.line, splice.operator)] = index + 1
         diff = "".join(difflib.unified_diff(raw, mutated.splitlines(keepends=True), f"a/{file}", f"b/{file}", n=1))
-        changed = [l for l in diff.splitlines()[2:] if l[:1] in "+-"]
+        changed = [row for row in diff.splitlines()[2:] if row[:1] in "+-"]
         where = functions.get(splice.line, "<module>")
         digest = hashlib.sha256("\n".join([file, where, splice.operator, *changed]).encode()).hexdigest()
         found.append(Mutant(file, splice.line, splice.operator, index, mutated, diff, digest))
@@ -186,6 +186,14 @@ def _skipped_nodes(tree: ast.Module) -> set[int]:
 
 
 def _node_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
+    """The mutants of one node: an operator or constant it holds, then what is done to it as a statement or a call."""
+    yield from _operator_splices(node, raw)
+    yield from _constant_splices(node)
+    yield from _statement_splices(node, raw)
+
+
+def _operator_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
+    """An arithmetic, comparison or boolean operator swapped, or a `not` dropped."""
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
         old, new = _ARITH[type(node.op)]
         found = _operator_in_gap(raw, node.left, node.right, old, new, f"arith {old} -> {new}")
@@ -198,7 +206,7 @@ def _node_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
             yield found
     elif isinstance(node, ast.Compare):
         left = node.left
-        for op, right in zip(node.ops, node.comparators):
+        for op, right in zip(node.ops, node.comparators, strict=True):
             old, new = _COMPARE[type(op)]
             found = _operator_in_gap(raw, left, right, old, new, f"compare {old} -> {new}")
             if found:
@@ -206,19 +214,27 @@ def _node_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
             left = right
     elif isinstance(node, ast.BoolOp):
         old, new = _BOOL[type(node.op)]
-        for left, right in zip(node.values, node.values[1:]):
+        for left, right in zip(node.values, node.values[1:], strict=False):
             found = _operator_in_gap(raw, left, right, old, new, f"boolean {old} -> {new}")
             if found:
                 yield found
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         yield _Splice(node.lineno, _start(node), _end(node), _segment(raw, _start(node.operand), _end(node.operand)),
                       "boolean drop not")
-    elif isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.lineno == node.end_lineno:
+
+
+def _constant_splices(node: ast.AST) -> Iterator[_Splice]:
+    """A number moved by one or made 0, a boolean negated."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.lineno == node.end_lineno:
         for name, value in (("+1", node.value + 1), ("-1", node.value - 1), ("0", 0)):
             if value != node.value:
                 yield _Splice(node.lineno, _start(node), _end(node), repr(value), f"constant {name}")
     elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
         yield _Splice(node.lineno, _start(node), _end(node), repr(not node.value), "constant not")
+
+
+def _statement_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
+    """A condition negated, a statement dropped, a return made `return None`, an index, cast or dtype moved."""
     if isinstance(node, (ast.If, ast.While, ast.IfExp)):
         test = node.test
         yield _Splice(test.lineno, _start(test), _end(test), f"not ({_segment(raw, _start(test), _end(test))})",
@@ -273,9 +289,7 @@ def _cast_splices(node: ast.Call, raw: list[str]) -> Iterator[_Splice]:
     func, dtype = node.func, next((k for k in node.keywords if k.arg == "dtype"), None)
     method = func.attr if isinstance(func, ast.Attribute) else ""
     device = any(k.arg == "device" for k in node.keywords)
-    if method in _CAST_METHODS and not node.args and not node.keywords:
-        yield _dropped_call(node, raw, f"precision drop .{method}()")
-    elif method in _DTYPE_CASTS and not device and (
+    if method in _CAST_METHODS and not node.args and not node.keywords or method in _DTYPE_CASTS and not device and (
             (len(node.args) == 1 and _is_dtype(node.args[0])) or (not node.args and dtype is not None)):
         yield _dropped_call(node, raw, f"precision drop .{method}()")
     if dtype is not None and not (isinstance(dtype.value, ast.Constant) and dtype.value.value is None) and not (

@@ -4,9 +4,10 @@ equivalent mutants with their staleness, resuming from an earlier report, and wh
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 

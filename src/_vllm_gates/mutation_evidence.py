@@ -6,9 +6,10 @@ of the files its mutants were made from; ``sources_fingerprint`` computes it the
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.evidence import read_report
@@ -96,5 +97,5 @@ def sources_fingerprint(root: Path, files: tuple[str, ...] | list[str]) -> str:
             content = hashlib.sha256((root / relative).read_bytes()).hexdigest()
         except OSError:
             content = MISSING_FILE
-        digest.update(f"{relative}\0{content}\n".encode("utf-8"))
+        digest.update(f"{relative}\0{content}\n".encode())
     return digest.hexdigest()

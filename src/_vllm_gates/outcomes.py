@@ -5,9 +5,10 @@ pytest-xdist as plain data (``to_data`` / ``from_data``) beside the item's repor
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping, Union
+from typing import Any
 
 
 class ItemOutcome(str, Enum):
@@ -46,7 +47,7 @@ class NotImplementedBy:
         return NotImplementedBy(self.impl, why)
 
 
-SkipCause = Union[RequirementUnmet, NotImplementedBy]
+SkipCause = RequirementUnmet | NotImplementedBy
 _KINDS: dict[str, type[RequirementUnmet] | type[NotImplementedBy]] = {
     "requirement-unmet": RequirementUnmet, "not-implemented": NotImplementedBy}
 

@@ -5,8 +5,8 @@ items passed.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 from _vllm_gates.verdicts import ClaimResult, GateResult, RowReport, RunReport, worst
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Iterable, Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Iterable, Iterator
 
 SKIPPED_FOLDERS = frozenset({".git", "__pycache__", ".pytest_cache", ".hypothesis"})
 _WILDCARD = frozenset("*?[")

@@ -8,9 +8,10 @@ JUnit test case per claim and sets the exit status from the claims.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -20,19 +21,33 @@ from _vllm_gates.config import implementation_refused, load_config
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.evidence import GateEvidence
 from _vllm_gates.examples_db import DatabasePath, SharedExamples, open_shared_examples
-from _vllm_gates.mutation_claims import MutationEvidence, load_mutation_evidence
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run, not_started, pointer
 from _vllm_gates.implementations import PYTHON, Implementation
-from _vllm_gates.items import EXAMPLES, RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, StrengthItem, known_bad_items, known_good_items, link_runs
+from _vllm_gates.items import (
+    EXAMPLES,
+    RECORD,
+    RUN_SEED,
+    SKIP_CAUSE,
+    AuditItem,
+    CaseItem,
+    DefinitionErrorItem,
+    GateItem,
+    PropertiesItem,
+    StrengthItem,
+    known_bad_items,
+    known_good_items,
+    link_runs,
+)
 from _vllm_gates.model import Gate, GateFile, TargetRef
-from _vllm_gates.policies import has_tolerance
+from _vllm_gates.mutation_claims import MutationEvidence, load_mutation_evidence
 from _vllm_gates.outcomes import NotImplementedBy, RequirementUnmet
+from _vllm_gates.policies import has_tolerance
 from _vllm_gates.profiles import SEED_OPTION, RunSeed, load_default_profile, register_profiles
-from _vllm_gates.requirements import Requirement, unmet
 from _vllm_gates.project import Project, second_gate_file
-from _vllm_gates.selection import Handover, RowsRefused, UnknownRow, requested_rows
+from _vllm_gates.requirements import Requirement, unmet
 from _vllm_gates.sandbox import explain_refusal, sandbox_for
+from _vllm_gates.selection import Handover, RowsRefused, UnknownRow, requested_rows
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
 from _vllm_gates.worker_pool import WorkerLost, WorkerPool, WorkerSpec
@@ -317,7 +332,8 @@ def _ask_by_role(run: GateRun, where: str, messages: dict[str, dict[str, Any]]) 
     return {role: reply for (_, role), reply in found.items()}
 
 
-def _checked_in_shared_workers(run: GateRun, gate_file: GateFile, messages: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any] | WorkerLost], list[str]]:
+def _checked_in_shared_workers(run: GateRun, gate_file: GateFile, messages: dict[str, dict[str, Any]]
+                               ) -> tuple[dict[str, dict[str, Any] | WorkerLost], list[str]]:
     """At collection one checker per role resolves every file's targets, so collecting starts no three workers per
     file; a role it finds any problem in, or could not answer, is checked again in the file's own worker, whose
     answer stands: another row's code in the shared checker cannot break a file. The replies by role, and the roles

@@ -53,7 +53,7 @@ class PerDtype:
 
     def place(self, dtype: str) -> Location | None:
         """Where the mapping names ``dtype``."""
-        return dict(zip(self.dtypes, self.places)).get(dtype)
+        return dict(zip(self.dtypes, self.places, strict=False)).get(dtype)
 
     def __str__(self) -> str:
         return "{" + ", ".join(f"{dtype}: {value:g}" for dtype, value in self.values) + "}"

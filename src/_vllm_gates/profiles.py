@@ -10,8 +10,9 @@ import contextlib
 import hashlib
 import os
 import secrets
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 # deep: fifty times the declared examples. This repository's gates declare 20 to 400, so a deep run tries 1,000 to
 # 20,000 inputs per gate from a new seed each time: the cpu gates' properties take ~80 s at 1x on two cores here,
@@ -70,7 +71,7 @@ class RunSeed:
     given: bool
 
     @classmethod
-    def choose(cls, option: Any, inherited: str | None = None) -> "RunSeed":
+    def choose(cls, option: Any, inherited: str | None = None) -> RunSeed:
         """`--hypothesis-seed` when set; else the controller's (an xdist worker); else a fresh one."""
         if option is not None:
             return cls(str(option), True)
@@ -106,8 +107,7 @@ def settings_for(max_examples: int, hunting: bool = False, seed: int | None = No
     ``database``: the run's example database (examples_db); the failures found are saved there, and it is read only
     with ``replay``, a run of the saved examples alone (reuse and shrink, nothing generated), so that the examples
     a run generates are those it draws without a database."""
-    from hypothesis import Phase, settings
-    from hypothesis import seed as seeded
+    from hypothesis import Phase, seed as seeded, settings
 
     if hunting:
         return settings(max_examples=max_examples, derandomize=True, database=None, phases=[Phase.explicit, Phase.generate])

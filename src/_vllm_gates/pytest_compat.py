@@ -5,7 +5,7 @@ project supports (8.0.0, pyproject.toml) and on the installed one.
 """
 from __future__ import annotations
 
-from typing import Callable, Collection
+from collections.abc import Callable, Collection
 
 import pytest
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 from _vllm_gates.errors import DefinitionError, Location, Problem
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from _vllm_gates.errors import DefinitionError
 from _vllm_gates.fields import Reader, show
 from _vllm_gates.model import STATES, Milestone, Roadmap, Row
-from _vllm_gates.errors import DefinitionError
 from _vllm_gates.yamlsource import load_yaml, location_of
 
 ROW_ID = re.compile(r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*$")

@@ -48,14 +48,14 @@ class Sandbox:
         return replace(self.rules, read=self.rules.read + named, write=self.rules.write + (scratch,))
 
 
-def default_reads(config: "Config") -> tuple[str, ...]:
+def default_reads(config: Config) -> tuple[str, ...]:
     """What the python implementation reads when it declares nothing: the Python files of the allowed roots,
     found from the root and from each of pytest's `pythonpath` entries inside it."""
     bases = [""] + [entry.rstrip("/") + "/" for entry in config.pythonpath if entry not in ("", ".", "./")]
     return tuple(f"{base}{root}{suffix}" for base in bases for root in config.allowed_roots for suffix in ("/**/*.py", ".py"))
 
 
-def sandbox_for(config: "Config", implementation: "Implementation") -> Sandbox:
+def sandbox_for(config: Config, implementation: Implementation) -> Sandbox:
     """The sandbox of ``implementation``'s workers in this project: off where `sandbox = false` or the kernel has no
     Landlock (the note says which, once per run), else its rules."""
     if not config.sandbox:
@@ -70,7 +70,7 @@ def sandbox_for(config: "Config", implementation: "Implementation") -> Sandbox:
     return Sandbox(rules(config, implementation))
 
 
-def rules(config: "Config", implementation: "Implementation") -> Rules:
+def rules(config: Config, implementation: Implementation) -> Rules:
     """The Landlock rules of ``implementation``'s workers (each worker's scratch folder and the files its command
     names come with it: ``Sandbox.for_worker``)."""
     root = Path(config.root).resolve()

@@ -17,20 +17,20 @@ from _vllm_gates.audit import audit_lines, audit_table
 from _vllm_gates.claims import claimed_roadmap
 from _vllm_gates.config import Config
 from _vllm_gates.errors import Problem
+from _vllm_gates.evidence import Device, GateEvidence, assess, environment, fill_evidence, this_device, with_fingerprints
 from _vllm_gates.exitcodes import ExitCode, SessionEnd, exit_code
+from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
 from _vllm_gates.implemented import answered_on_evidence, with_operation_counts
 from _vllm_gates.items import RECORD, SKIP_CAUSE, GateItem, ItemIdentity, ItemRecord
 from _vllm_gates.model import GateFile, Roadmap
+from _vllm_gates.mutation_claims import MutationEvidence, judge_strength
 from _vllm_gates.outcomes import ItemOutcome, SkipCause
 from _vllm_gates.partial import judge_partial, selection
 from _vllm_gates.profiles import RunSeed, current_profile_name
 from _vllm_gates.project import Project
-from _vllm_gates.mutation_claims import MutationEvidence, judge_strength
 from _vllm_gates.reports import junit_claims, markdown, table, tolerance_properties, write_atomic, write_json
-from _vllm_gates.worker_pool import WorkerPool
-from _vllm_gates.evidence import Device, GateEvidence, assess, environment, fill_evidence, this_device, with_fingerprints
-from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
 from _vllm_gates.verdicts import ItemResult, RunReport, Scope, build_report, interrupted, with_unknown_rows
+from _vllm_gates.worker_pool import WorkerPool
 
 _WORKER_HEADER = re.compile(r"\[gw[0-9]+\] .* -- Python ")  # the line xdist puts before a worker's failure text
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Collection, Mapping
+from typing import Any
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.evidence import EvidenceError, read_report

@@ -7,7 +7,8 @@ examples are those a known-bad hunt draws (derandomized, the same every run).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from _vllm_gates.checks import Outcome, ResolvedGate
 from _vllm_gates.render import is_plain, render_value

@@ -7,13 +7,13 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from _vllm_gates.errors import GatesError
-from _vllm_gates.safetensors_file import CARRIED, METADATA, FixtureFileError, StoredTensor, read_data, read_header, \
-    read_metadata
+from _vllm_gates.safetensors_file import CARRIED, METADATA, FixtureFileError, StoredTensor, read_data, read_header, read_metadata
 from _vllm_gates.tensors import numpy_dtype
 
 FORMAT = "vllm-gates/taps/1"

@@ -5,9 +5,10 @@ torch is never imported here: a torch.Tensor exists only where torch is loaded a
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, NoReturn
 
 from _vllm_gates.channel import OutOfBand
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from _vllm_gates.compare import _key_token, strict_equal
 from _vllm_gates.policies import ALLCLOSE_DEFAULTS, PerDtype, Policy, allclose_tolerances, for_dtype
@@ -150,7 +151,7 @@ class _Walk:
             if _short_ints(actual) and _short_ints(expected) and list(actual) != list(expected):
                 self.differences.append(Difference(path, _both(actual, expected)))
                 return
-            for index, (a, e) in enumerate(zip(actual, expected)):
+            for index, (a, e) in enumerate(zip(actual, expected, strict=False)):
                 self.visit(f"{path}[{index}]", a, e)
             return
         if isinstance(actual, dict) and isinstance(expected, dict):

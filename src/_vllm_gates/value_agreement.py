@@ -2,8 +2,9 @@
 comparison and the share of its tolerance a passing one used."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from _vllm_gates.errors import GatesError
 

@@ -1,9 +1,10 @@
 """Verdicts per gate, milestone and row, and the check of each against the state the roadmap claims."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
 from enum import Enum
+from typing import Any
 
 from _vllm_gates.model import BrokenGate, Gate, GateFile, Roadmap
 from _vllm_gates.outcomes import ItemOutcome, NotImplementedBy, OperationCount, RequirementUnmet, SkipCause

@@ -11,11 +11,11 @@ import inspect
 import os
 import sys
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from _vllm_gates.call import Call
-from _vllm_gates.channel import (MAX_BUFFER_BYTES, PROTOCOL_VERSION, ChannelClosed, ProtocolError, parse, receive,
-                                 receive_buffered, send, socket_from_fd)
+from _vllm_gates.channel import MAX_BUFFER_BYTES, PROTOCOL_VERSION, ChannelClosed, ProtocolError, parse, receive, receive_buffered, send, socket_from_fd
 from _vllm_gates.errors import DefinitionError, GatesError, Location
 from _vllm_gates.model import TargetRef
 from _vllm_gates.plain import NotPlain, decode, encode

@@ -11,7 +11,8 @@ first. numpy is imported only when an answer is derived.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from _vllm_gates.policies import ALLCLOSE_DEFAULTS, Policy
 

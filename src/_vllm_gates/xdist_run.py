@@ -60,7 +60,7 @@ def payload_of(report: pytest.TestReport) -> tuple[ItemIdentity, ItemRecord | No
     return identity, record, from_data(found["cause"]) if "cause" in found else None
 
 
-def manifest(run: "GateRun") -> dict[str, Any]:
+def manifest(run: GateRun) -> dict[str, Any]:
     """What one worker collected, as plain data for ``workeroutput``."""
     return {"collected_files": sorted(str(p) for p in run.collected_files),
             "row_files": dict(run.row_files), "broken": dict(run.broken),
@@ -71,7 +71,7 @@ def manifest(run: "GateRun") -> dict[str, Any]:
             "interrupted": run.interrupted, "profile": current_profile_name(), "drawing": list(run.drawing())}
 
 
-def merge(run: "GateRun", found: dict[str, Any]) -> None:
+def merge(run: GateRun, found: dict[str, Any]) -> None:
     """Fold one worker's collection into the controller's run (every worker collects the same items); the gate files
     it names come from the run's snapshot, each loaded once in this process (the controller collects none itself)."""
     from _vllm_gates.errors import DefinitionError
@@ -104,7 +104,7 @@ def merge(run: "GateRun", found: dict[str, Any]) -> None:
 class Controller:
     """The controller's side: every worker's reports and collection folded into the one run it judges."""
 
-    def __init__(self, run: "GateRun"):
+    def __init__(self, run: GateRun):
         self.run = run
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -12,13 +12,25 @@ import gc
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
-from yaml.events import (AliasEvent, CollectionEndEvent, CollectionStartEvent, DocumentEndEvent, DocumentStartEvent,
-                         MappingEndEvent, MappingStartEvent, ScalarEvent, SequenceEndEvent, SequenceStartEvent,
-                         StreamEndEvent, StreamStartEvent)
+from yaml.events import (
+    AliasEvent,
+    CollectionEndEvent,
+    CollectionStartEvent,
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+    StreamStartEvent,
+)
 
 from _vllm_gates.errors import DefinitionError, Location, Problem
 
@@ -275,7 +287,7 @@ def _new_scalar(event: ScalarEvent, loader_of: Callable[[], _Builder]) -> Any:
         return _FALLBACK
 
 
-def _build_with_libyaml(text: str, shown: str, loader_of: Callable[[], _Builder]) -> Any:
+def _build_with_libyaml(text: str, shown: str, loader_of: Callable[[], _Builder]) -> Any:  # noqa: C901 (one loop over libyaml's events in one frame: the hot path of reading every gate file)
     """The document's value built straight from libyaml's event stream: the same YMaps, YLists, scalars and
     locations as composing the node graph and converting it (_compose_with_libyaml, then _convert), without the
     graph in between (`gates list` reads every gate file; at 10,000 cases the graph was most of its time).
@@ -498,7 +510,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def _scalar(path: str, node: yaml.Node, loader: "_Builder") -> Any:
+def _scalar(path: str, node: yaml.Node, loader: _Builder) -> Any:
     """Construct a scalar; a value its tag cannot hold (`!!int abc`, `2020-13-45`) is a definition error here."""
     try:
         return loader.construct_object(node)

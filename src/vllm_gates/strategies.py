@@ -6,7 +6,8 @@ only when asked for; a NaN is always the one quiet NaN, so a failing example wri
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence, Union
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy
 from hypothesis import strategies as st
@@ -18,7 +19,7 @@ SPECIALS = ("zero_signs", "subnormal", "inf", "nan", "large")
 FLOAT_BOUND = 1000.0  # a float tensor's elements lie in [-FLOAT_BOUND, FLOAT_BOUND] unless bounds are given
 _WIDTH = {"float16": 16, "bfloat16": 32, "float32": 32, "float64": 64}  # the width its elements are drawn at
 
-Shape = Union[int, Sequence[int], st.SearchStrategy]
+Shape = int | Sequence[int] | st.SearchStrategy
 
 
 def shapes(*, min_dims: int = 1, max_dims: int = 3, min_side: int = 1, max_side: int = 8) -> st.SearchStrategy:
