@@ -1,7 +1,7 @@
 """Framing of the worker protocol (docs/worker-protocol.md §3): a 4-byte big-endian word, UTF-8 JSON, then buffers.
 
 Bits 0-28 of the word are the JSON body's length; bit 31 says the body holds an integer outside the signed 64-bit
-range, to be read exactly; bit 30 says binary buffers (a tensor's elements, issue 29) follow the body; bit 29 is
+range, to be read exactly; bit 30 says binary buffers (a tensor's elements, docs/worker-protocol.md §3.1) follow the body; bit 29 is
 reserved and refused. A buffered frame's buffers are read straight into preallocated bytearrays and written from
 memoryviews: a 256 MiB tensor is never copied into a joined message.
 """
@@ -34,7 +34,7 @@ Part = bytes | memoryview  # a piece of a frame as it is written
 try:  # an accelerator only: the frames are the same JSON either way
     import orjson as _orjson
 except ImportError:  # pragma: no cover
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]  # checked `is None` before each use
 
 
 class ChannelClosed(GatesError):

@@ -121,7 +121,7 @@ class Subject:
 
     def lost(self, lost: WorkerLost) -> Exception:
         """A lost worker as the item reports it: the judged implementation's crash, hang or broken reply while
-        answering is its result for that input (ImplEnded, issue 26; docs/worker-protocol.md §9); any other loss, and
+        answering is its result for that input (ImplEnded; docs/worker-protocol.md §9); any other loss, and
         any other role's (an oracle's, a known-bad's: the gate's own code), is the gate's ERROR."""
         if self.judged and isinstance(lost, WorkerEnded):
             return ImplEnded(self, lost)
@@ -193,7 +193,7 @@ class NotImplementedByWorker(GatesError):
 
 class ImplEnded(GatesError):
     """The judged implementation's worker ended (an exit, a signal), hung, or broke the protocol on one input: that
-    input's result, a FAIL naming the input, never the gate's ERROR (issue 26; docs/worker-protocol.md §9).
+    input's result, a FAIL naming the input, never the gate's ERROR (docs/worker-protocol.md §9).
     ``oracle``: what the oracle answers there, if asked."""
 
     def __init__(self, subject: Subject, ended: WorkerEnded, oracle: Outcome | None = None):
@@ -335,7 +335,7 @@ class Tally:
     usage: ToleranceUsage = field(default_factory=ToleranceUsage)  # the share of its tolerance the gate's policy used
 
     def not_implemented_reason(self) -> str:
-        """Why properties with examples the implementation does not implement are NOT-IMPLEMENTED (issue 26)."""
+        """Why properties with examples the implementation does not implement are NOT-IMPLEMENTED (README, "Verdicts")."""
         if not self.examples:
             return f"all {self.not_implemented} generated examples were answered not-implemented"
         return (f"{self.not_implemented} of {self.not_implemented + self.examples} generated examples were answered "
@@ -349,7 +349,7 @@ def _stand_in(actual: Any, expected: Any) -> bool:
 
 
 def _agree(rg: ResolvedGate, actual: Any, expected: Any) -> Agreement:
-    """The gate's comparison of two values: its policy (issue 29), its compare function, or strict equality."""
+    """The gate's comparison of two values: its policy (policies.py), its compare function, or strict equality."""
     if _stand_in(actual, expected):
         return DISAGREE  # the audit's stand-in: a gate's own compare need not know it
     if rg.gate.policy is not None:
@@ -467,6 +467,7 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
         if not ok and part == "type":
             raise Mismatch(f"expected {expected} to be raised", where, case.input,
                            [("impl", got.describe()), ("expected", _raises_text(case.raises, impl))])
+        assert error is not None  # nothing raised is a "type" mismatch, raised above
         if not ok and part == "match":
             raise Mismatch(f"{case.raises.type_name} raised, but its message does not match", where, case.input,
                            [("message", error.message), ("pattern", case.raises.match or "")])
@@ -513,7 +514,7 @@ def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., 
     """Impl and oracle agree on generated inputs; return what was compared, raise Mismatch (shrunk) if not.
 
     An example the implementation answers not-implemented is rejected (Hypothesis draws another, and never shrinks
-    towards it) and counted in the tally; a crash or hang of its worker is a failing example (issue 26).
+    towards it) and counted in the tally; a crash or hang of its worker is a failing example (docs/worker-protocol.md §9).
     ``seed``: the gate's own seed under a profile that is not derandomized (a known-bad hunt never takes one).
     ``examples``: the gate's examples in the run's database (README, "A shared example database"): those saved
     there run first, and a failure found is saved there; the examples generated are the same with or without it."""

@@ -1,4 +1,4 @@
-"""An implementation's own claims (issue 25, item 4): `claims` of `[tool.vllm-gates.implementations.NAME]` states
+"""An implementation's own claims (docs/gating-a-port.md, "Your port's own claims"): `claims` of `[tool.vllm-gates.implementations.NAME]` states
 the lifecycle state it claims per row and milestone; whatever it does not state keeps the roadmap's claim.
 
     [tool.vllm-gates.implementations.myport.claims]

@@ -252,7 +252,7 @@ def _profile(args: argparse.Namespace) -> str | None:
 
 
 def _picked(project: Project, rows: list[str], args: argparse.Namespace) -> list[str]:
-    """The node ids of the --gate (and --case) asked for: a partial selection of one row (issue 25)."""
+    """The node ids of the --gate (and --case) asked for: a partial selection of one row (docs/evidence.md §1)."""
     from _vllm_gates.pick import PickError, node_ids
 
     if not args.gate:
@@ -392,11 +392,12 @@ def _broken_specs(project: Project) -> tuple[dict[str, str], list[str]]:
 def cmd_coverage(args: argparse.Namespace, project: Project) -> int:
     """Requirements declared in the spec files that no gate covers. A row whose gate file does not load is reported
     once, as broken: the requirements of its spec are neither covered nor uncovered (nothing is known of its gates)."""
-    from _vllm_gates.specdoc import requirements_in
+    from _vllm_gates.specdoc import Requirement, requirements_in
 
     covered = {req for gf in project.gate_files for g in gf.gates for req in g.covers}
     broken_specs, unknown = _broken_specs(project)
-    missing, uncounted = [], {}
+    missing: list[Requirement] = []
+    uncounted: dict[str, list[Requirement]] = {}
     for spec in project.config.spec_files():
         shown = spec.relative_to(project.config.root).as_posix()
         for requirement in requirements_in(spec, shown):
@@ -773,7 +774,7 @@ def _quiet_pipes() -> Iterator[None]:
         saved[name] = stream
         raw = _QuietPipe(fd)
         if isinstance(stream.buffer, io.BufferedWriter):  # buffered as before: by line on a terminal, else by block
-            replacement = io.TextIOWrapper(io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors,
+            replacement = io.TextIOWrapper(io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors,  # type: ignore[type-var]  # a RawIOBase; the stubs want a buffer type
                                            line_buffering=stream.line_buffering, write_through=stream.write_through)
         else:  # unbuffered (python -u, PYTHONUNBUFFERED): every write goes straight through, as before
             replacement = io.TextIOWrapper(raw, encoding=stream.encoding, errors=stream.errors, write_through=True)  # type: ignore[arg-type]

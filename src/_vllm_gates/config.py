@@ -77,7 +77,7 @@ class Config:
     worker_preload: tuple[str, ...] = ()  # modules a fork server imports once for every worker (e.g. torch)
     call_timeout: float = 60.0  # seconds one call of a worker may take, unless a gate sets `timeout:`
     run_budget: float | None = None  # seconds the workers of a whole run may take; None: no budget
-    max_tensor_bytes: int = MAX_BUFFER_BYTES  # a message's tensor bytes in all, both ways (issue 29; hello's max_buffer_bytes)
+    max_tensor_bytes: int = MAX_BUFFER_BYTES  # a message's tensor bytes in all, both ways (hello's max_buffer_bytes, docs/worker-protocol.md §3.1)
     pythonpath: tuple[str, ...] = ()  # [tool.pytest.ini_options] pythonpath: where, besides the root, modules are found
     implementations: tuple[Implementation, ...] = (Implementation(PYTHON),)  # the python port first, then external ones
     error_kinds: tuple[tuple[str, str], ...] = ()  # Python exception class name -> language-neutral error kind
@@ -454,7 +454,7 @@ def _pytest_pythonpath(document: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
     """The text of a pyproject.toml, its document and its `[tool.vllm-gates]` table; None when the file (a regular
-    one) or the table is absent. The one place the engine reads a pyproject.toml (issue 27: read once per run),
+    one) or the table is absent. The one place the engine reads a pyproject.toml (read once per run: preread),
     within the size limit (yamlsource.MAX_FILE_BYTES)."""
     if not path.is_file():  # a FIFO or a device is not a file here: never opened
         return "", {}, None

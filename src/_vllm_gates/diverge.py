@@ -233,7 +233,7 @@ def _reference_subject(pool: WorkerPool, project: Project, opened: Opened, optio
                    gate.timeout or project.config.call_timeout, "reference")
 
 
-def _reference_taps(subject: Subject, data: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+def _reference_taps(subject: Subject, data: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     """The reference's taps for one input; ReferenceUnavailable where it raised ImportError for a package not
     installed here (upstream/hf_qwen3.py raises it, naming the missing package); ``path``: the worker's import path."""
     outcome = subject.outcome(data)
@@ -251,7 +251,7 @@ def _record(path: str, reference: Mapping[str, Any], case: Case, source: str) ->
 
 
 def _localized(pool: WorkerPool, project: Project, opened: Opened, reference: Mapping[str, Any],
-               data: dict[str, Any], folder: Path | None = None) -> Divergence:
+               data: Mapping[str, Any], folder: Path | None = None) -> Divergence:
     """The localization of one input from the reference's taps on it (each side's taps held in ``folder``, if given)."""
     free, forced = _implementation_taps(pool, project, opened, reference, data, folder)
     return localize(reference, free, forced, opened.gate.taps, opened.gate.policy)  # type: ignore[arg-type]
@@ -272,14 +272,14 @@ def _shrunk(pool: WorkerPool, project: Project, opened: Opened, options: Options
                           "prompt (run it against the live reference)", data)
     reference_subject, path = subject, _worker_path(project.config)
 
-    def candidate(cut: dict[str, Any]) -> Divergence:
+    def candidate(cut: Mapping[str, Any]) -> Divergence:
         return _localized(pool, project, opened, _reference_taps(reference_subject, cut, path), cut)
 
     return shrink(divergence, data, taps.layer, candidate)
 
 
 def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened, reference: Mapping[str, Any],
-                         data: dict[str, Any], folder: Path | None = None) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+                         data: Mapping[str, Any], folder: Path | None = None) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """The implementation's free-running taps on ``data``, and its teacher-forced ones (``data`` with the gate's feed
     key set to the reference's feed points); each held in a tap file in ``folder`` once answered, where one is given."""
     taps = opened.gate.taps
@@ -287,11 +287,11 @@ def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened, ref
     impl = impl_subject(pool, project, opened)
     free: Mapping[str, Any] = _taps(impl.outcome(data), f"the implementation {impl.shown} (free-running)")
     if folder is not None:
-        free = spill(free, folder / "free.safetensors")  # type: ignore[arg-type]
+        free = spill(free, folder / "free.safetensors")
     forced: Mapping[str, Any] = _taps(impl.outcome({**data, taps.feed: feed_of(reference, opened)}),
                                       f"the implementation {impl.shown} (teacher-forced)")
     if folder is not None:
-        forced = spill(forced, folder / "forced.safetensors")  # type: ignore[arg-type]
+        forced = spill(forced, folder / "forced.safetensors")
     return free, forced
 
 

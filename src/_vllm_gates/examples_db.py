@@ -35,7 +35,7 @@ class SharedExamples:
         does not read a database (no reuse phase, as `gates mutate`'s profile)."""
         from hypothesis import Phase, settings
 
-        if Phase.reuse not in settings.default.phases:
+        if Phase.reuse not in settings.default.phases:  # type: ignore[union-attr]  # typed Optional; a profile is always loaded
             return None
         return GateExamples(self.database, gate_key(row, gate, impl), self.shown)
 

@@ -119,7 +119,7 @@ def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool, routes: d
     if "cases" not in gate:
         return []
     cases_map = reader.mapping(gate["cases"], f"{key}.cases", location_of(gate, "cases"))
-    out = []
+    out: list[Case] = []
     if cases_map is None:
         return out
     places, outside = cases_map.key_locations, cases_map.location
@@ -182,8 +182,8 @@ def _properties(reader: GateReader, gate: YMap, key: str, has_oracle: bool, oper
     reader.keys(body, f"{key}.properties", set() if conventional else {"strategy"}, {"strategy", "max_examples", "min_value_share"})
     if not has_oracle:
         reader.problem(where, f"{key}.properties", "properties compare impl with the oracle: the gate needs an `oracle`")
-    strategy = by_convention(reader, operation, "strategy", where) if conventional else \
-        _target(reader, body, "strategy", f"{key}.properties.strategy")  # type: ignore[arg-type]
+    strategy = by_convention(reader, operation, "strategy", where) if conventional and operation is not None else \
+        _target(reader, body, "strategy", f"{key}.properties.strategy")
     max_examples = reader.positive_int(body, "max_examples", f"{key}.properties.max_examples", 100)
     share = body.get("min_value_share", 0.0)
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
@@ -203,8 +203,10 @@ def _known(reader: GateReader, gate: YMap, key: str, field: str, make: Callable[
     if isinstance(gate[field], YList) and operation is not None and reader.anchor is not None:
         return _known_by_convention(reader, gate[field], f"{key}.{field}", label, make, operation)
     body = reader.mapping(gate[field], f"{key}.{field}", location_of(gate, field))
+    if body is None:
+        return []
     out = []
-    for name in body or {}:
+    for name in body:
         entry_key = f"{key}.{field}.{name}"
         if not isinstance(name, str) or not CASE_NAME.match(name):
             reader.problem(location_of(body, name), entry_key, f"{label} name {show(name)} must match {CASE_NAME.pattern}")
@@ -224,7 +226,7 @@ def _known_by_convention(reader: GateReader, names: YList, key: str, label: str,
             reader.problem(where, f"{key}[{index}]", f"{label} name {show(name)} must match {CASE_NAME.pattern} "
                                                      "and be listed once")
             continue
-        out.append(make(name, by_convention(reader, operation, name, where), where))  # type: ignore[arg-type]
+        out.append(make(name, by_convention(reader, operation, name, where), where))
     return out
 
 
@@ -403,8 +405,8 @@ def _timeout(reader: GateReader, body: YMap, key: str) -> float | None:
 
 
 def _strength(reader: GateReader, body: YMap, key: str, policy: Policy | None) -> float | None:
-    """`strength:` the noise, as a share of the expected RMS in (0, 1], that the tolerance audit adds (issue 29 item
-    5); only on a gate whose `compare:` is a policy with a tolerance."""
+    """`strength:` the noise, as a share of the expected RMS in (0, 1], that the tolerance audit adds (docs/gate-files.md,
+    "The strength audit of a tolerance"); only on a gate whose `compare:` is a policy with a tolerance."""
     if "strength" not in body:
         return None
     value, where = body["strength"], location_of(body, "strength")
@@ -502,6 +504,7 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
         reader.problems.extend(disagreements(gates, reader.operations, ops_shown, error_kinds))
     if any(id(problem) not in in_gates for problem in reader.problems) or (broken and not per_gate):
         raise DefinitionError(reader.problems)
+    assert row_id is not None and spec is not None  # required keys: missing or malformed, they raised above
     return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"), folder, operations,
                     _broken_gates(broken, {gate.id for gate in gates}))
 
@@ -522,7 +525,7 @@ def _read_gates(reader: GateReader, top: YMap, context: RowContext, seen: dict[s
     """The gates of one file's `gates:` (the row's file or one of its parts), each with the legs its `upstream:` adds;
     a gate with problems goes to ``broken``."""
     gate_list = top.get("gates")
-    if not isinstance(gate_list, list):
+    if not isinstance(gate_list, YList):
         reader.problem(location_of(top, "gates"), "gates", f"expected a list of gates, got {type_name(gate_list)} {show(gate_list)}")
         return
     if not gate_list:
@@ -539,7 +542,7 @@ def _read_gates(reader: GateReader, top: YMap, context: RowContext, seen: dict[s
         if len(reader.problems) > before:
             broken.append(Broken(index, body, reader.problems[before:], gate_list, reader.default_milestone or ""))
             continue
-        if gate is None:
+        if gate is None or gate_map is None:  # a gate is read only from a mapping
             continue
         seen[gate.id] = location_of(gate_map, "id")
         gates.append(gate)

@@ -1,4 +1,4 @@
-"""How much of a row the judged implementation answers (issue 25, item 4): "myport: 2/17 operations implemented".
+"""How much of a row the judged implementation answers (docs/gating-a-port.md): "myport: 2/17 operations implemented".
 
 M is the operations the row's gates name (`operation:`); N those of them the implementation answers: all of them for
 the python port (each operation has its Python binding), for an external one those its worker listed at the

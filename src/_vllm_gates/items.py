@@ -58,7 +58,7 @@ class ItemRecord:
     values: int = 0  # properties: examples where impl and oracle both gave a value that was compared
     agreed_errors: int = 0  # properties: examples where both raised errors that agree
     rejected_item: str = ""  # a known-bad's or the audit's: the case (its name) or "properties" that rejected it
-    tolerance_used: float | None = None  # a policy's passing comparisons: the most of its tolerance one used (issue 29)
+    tolerance_used: float | None = None  # a policy's passing comparisons: the most of its tolerance one used (docs/numeric-gates.md §4)
     tolerance_at: Mapping[str, str] | None = None  # where: {"where": case or example, "output": path, "dtype": ...}
     excused: int = 0  # the tokens policy: near-tie positions its passing comparisons excused
     strength: Mapping[str, Any] | None = None  # the tolerance audit's finding (tolerance_audit.StrengthFinding.to_data)
@@ -138,7 +138,7 @@ class GateItem(pytest.Item):
         """pytest's short traceback of what broke the gate; Python's own where pytest cannot render a frame (an
         interrupt can leave one without a line number), so a report never fails in the making."""
         try:
-            return str(super().repr_failure(pytest.ExceptionInfo.from_exc_info((type(cause), cause, cause.__traceback__)), style="short"))
+            return str(super().repr_failure(pytest.ExceptionInfo.from_exc_info((type(cause), cause, cause.__traceback__)), style="short"))  # type: ignore[arg-type]  # no traceback: the fallback below
         except Exception:
             import traceback
 
@@ -147,7 +147,7 @@ class GateItem(pytest.Item):
 
 def _render_mismatch(error: Mismatch, nodeid: str, drawn: str, replay: str) -> str:
     """A mismatch's report; a generated input's also says how it was drawn and the command that draws it again
-    (the same profile and seed: the gate's examples depend on nothing else, issue 25)."""
+    (the same profile and seed: the gate's examples depend on nothing else)."""
     width = max((len(label) for label, _ in error.lines), default=5)
     lines = [f"{error.where}: {error.headline}", f"  {'input'.ljust(width)}: {render_value(error.data)}"]
     lines += [f"  {label.ljust(width)}: {text}" for label, text in error.lines]
@@ -266,7 +266,7 @@ class ToleranceTooWide(GatesError):
 
 
 class StrengthItem(GateItem):
-    """The tolerance audit of a gate whose `compare:` policy has a tolerance (issue 29 item 5): passes when every
+    """The tolerance audit of a gate whose `compare:` policy has a tolerance (docs/numeric-gates.md §5): passes when every
     wrong answer (tolerance_audit.py) fails at least one case or generated example."""
 
     kind = ItemKind.STRENGTH

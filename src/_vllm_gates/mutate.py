@@ -1,4 +1,4 @@
-"""`gates mutate [ROW…]` (issue 28 items 1-5): mutants of the implementation files a row's `sources:` names, each
+"""`gates mutate [ROW…]` (docs/mutation.md): mutants of the implementation files a row's `sources:` names, each
 judged by the gates whose items execute its line, in one warm pytest session per row (docs/mutation.md).
 
 The session (mutate_session) first runs each gate unmutated, recording the lines of those files its items execute
@@ -38,6 +38,7 @@ from _vllm_gates.mutate_cpp_files import cpp_files_for_row, gates_reaching
 from _vllm_gates.mutate_operators import Mutant, family, mutants
 from _vllm_gates.mutate_report import (
     EQUIVALENTS_FILE,
+    MUTATION_SCHEMA,
     NOT_RUN_HERE,
     Earlier,
     MutationError,
@@ -49,7 +50,7 @@ from _vllm_gates.mutate_report import (
     survivor_lines,
     write_report,
 )
-from _vllm_gates.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint  # the one way `mutation:` claims read it too
+from _vllm_gates.mutation_evidence import sources_fingerprint  # the one way `mutation:` claims read it too
 from _vllm_gates.patterns import declared_files
 from _vllm_gates.project import Project
 from _vllm_gates.requirements import unmet
@@ -391,7 +392,8 @@ def _external_specs(config: Config, gate_file: GateFile, row: str, options: Opti
         builds = MutantBuilds(config.root, implementation, config.root / "build" / "mutants" / options.impl)
     except GatesError as error:
         raise MutationError(f"--impl {options.impl}: {error}") from None
-    clock, specs = time.monotonic(), []
+    clock = time.monotonic()
+    specs: list[dict[str, Any]] = []
     for mutant in left:
         if options.budget is not None and time.monotonic() - clock > options.budget:
             print(f"{row}: --budget {options.budget:g} s spent building mutants: {len(left) - len(specs)} not judged")

@@ -1,4 +1,4 @@
-"""Mutants of one C++ source text (issue 28 item 6, docs/mutation-cpp.md): the operator families applied to tokens
+"""Mutants of one C++ source text (docs/mutation-cpp.md): the operator families applied to tokens
 (cpp_lexer), so comments, literals and preprocessor lines are never touched; deterministic order (line, column,
 operator). Contexts where a swap would not compile or means something else are skipped: template angle brackets,
 `operator<` and friends, pointer and reference declarators, stream `<<`/`>>`, `static_assert`, case labels. The
@@ -393,7 +393,7 @@ class _Analysis:
             return True
         if before == ")":  # the body of `if (c) x = 1;` without braces
             opener = self._openers.get(i - 1)
-            return bool(opener) and toks[opener - 1].text in _CONTROL and self.inner[i] != "("
+            return opener is not None and opener != 0 and toks[opener - 1].text in _CONTROL and self.inner[i] != "("
         if before not in (";", "{", "}"):
             return False
         if before == "{" and self.opened.get(i - 1, _Scope("x")).kind not in ("function", "lambda", "other"):
@@ -495,13 +495,13 @@ class _Analysis:
         if decimal and not text.lower().startswith("0x") and text[0] != "0" or (decimal and text.startswith("0.")):
             number, suffix = decimal.groups()
             try:
-                value = float(number.replace("'", ""))
+                real = float(number.replace("'", ""))
             except ValueError:
                 return
-            for name, new in (("+1", value + 1), ("-1", value - 1), ("0", 0.0)):
-                if new == value or new < 0:
+            for name, moved in (("+1", real + 1), ("-1", real - 1), ("0", 0.0)):
+                if moved == real or moved < 0:
                     continue
-                written = repr(new)
+                written = repr(moved)
                 if "inf" in written or "nan" in written:
                     continue
                 if "." not in written and "e" not in written:

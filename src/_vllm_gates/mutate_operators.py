@@ -1,4 +1,4 @@
-"""Mutants of one Python source text (issue 28 item 1): the standard operator families, applied as text splices at
+"""Mutants of one Python source text (docs/mutation.md, "The operators"): the standard operator families, applied as text splices at
 `ast` positions so the rest of the file keeps its bytes; deterministic order (line, column, operator).
 
 Families (docs/mutation.md): arithmetic, comparison and boolean operator swaps, constant +1/-1/0 and True/False,
@@ -31,12 +31,12 @@ _DTYPE_MODULES = {"torch", "np", "numpy"}
 _DTYPE_NAMES = {"float64", "double", "float32", "float", "single", "float16", "half", "bfloat16", "longdouble",
                 "complex128", "cdouble", "complex64", "cfloat", "complex32", "chalf", "int8", "int16", "int32",
                 "int64", "uint8", "uint16", "uint32", "uint64", "short", "int", "long", "bool", "bool_"}
-_NARROWER = {"torch": {"float64": ("float32",), "double": ("float32",), "float32": ("float16", "bfloat16"),
+_NARROWER: dict[str, dict[str, tuple[str, ...]]] = {"torch": {"float64": ("float32",), "double": ("float32",), "float32": ("float16", "bfloat16"),
                        "float": ("float16", "bfloat16"), "complex128": ("complex64",), "cdouble": ("complex64",)},
              "numpy": {"float64": ("float32",), "double": ("float32",), "float32": ("float16",),
                        "single": ("float16",), "longdouble": ("float64",), "complex128": ("complex64",)}}
 _NARROWER["np"] = _NARROWER["numpy"]
-_NARROWER_TEXT = {"float64": ("float32",), "float32": ("float16",), "complex128": ("complex64",)}  # "float32" names
+_NARROWER_TEXT: dict[str, tuple[str, ...]] = {"float64": ("float32",), "float32": ("float16",), "complex128": ("complex64",)}  # "float32" names
 _CAST_METHODS = {"float", "half", "bfloat16", "double"}  # `x.float()`: no argument, a cast of its own
 _DTYPE_CASTS = {"to", "type", "astype"}  # `x.to(dtype)`: a cast when its argument is a dtype
 
@@ -225,7 +225,8 @@ def _operator_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
 
 def _constant_splices(node: ast.AST) -> Iterator[_Splice]:
     """A number moved by one or made 0, a boolean negated."""
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.lineno == node.end_lineno:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool) \
+            and node.lineno == node.end_lineno:
         for name, value in (("+1", node.value + 1), ("-1", node.value - 1), ("0", 0)):
             if value != node.value:
                 yield _Splice(node.lineno, _start(node), _end(node), repr(value), f"constant {name}")
@@ -320,7 +321,7 @@ def _dropped_keyword(node: ast.Call, keyword: ast.keyword) -> _Splice:
     elif at + 1 < len(arguments):
         start, end = _start(keyword), _start(arguments[at + 1])
     else:
-        start, end = _start(keyword), (node.end_lineno, node.end_col_offset - 1)  # up to the closing `)`
+        start, end = _start(keyword), (_end(node)[0], _end(node)[1] - 1)  # up to the closing `)`
     return _Splice(keyword.lineno, start, end, "", "precision drop dtype=")
 
 

@@ -1,4 +1,4 @@
-"""Claims that require strength (issue 28 item 5): a milestone stating `mutation: 0.9` is DONE only when a mutation
+"""Claims that require strength (docs/reports.md): a milestone stating `mutation: 0.9` is DONE only when a mutation
 report of its row, measured on the sources as they are now, scored at least that."""
 from __future__ import annotations
 

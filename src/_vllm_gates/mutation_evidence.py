@@ -1,6 +1,6 @@
 """A mutation run's report (`gates mutate`, schema vllm-gates/mutation/1) read as evidence of each row's strength.
 
-Issue 28 item 5: a row's score counts only for the sources it was measured on, so each row carries the fingerprint
+A row's score counts only for the sources it was measured on (docs/reports.md), so each row carries the fingerprint
 of the files its mutants were made from; ``sources_fingerprint`` computes it the same way for the tree as it is now.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ class RowStrength:
     killed: int
     counted: int  # generated - equivalent - not_compiling - not_run_here: the score's denominator
     score: float | None  # None: no mutant counted
-    survivors: tuple[str, ...]  # the survivors' fingerprints (issue 28 item 5)
+    survivors: tuple[str, ...]  # the survivors' fingerprints
 
     def describe(self) -> str:
         shown = "no score" if self.score is None else f"{self.score:.2f}"

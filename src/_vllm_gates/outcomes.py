@@ -1,4 +1,4 @@
-"""An item's outcome and why it was skipped, as data from where the skip arises to the verdict (issue 27, item 1).
+"""An item's outcome and why it was skipped, as data from where the skip arises to the verdict (never parsed back from its text).
 
 The sentences reports show are rendered from these (``text``); nothing reads a sentence back. A cause crosses
 pytest-xdist as plain data (``to_data`` / ``from_data``) beside the item's report.

@@ -269,7 +269,7 @@ class GateFileNode(pytest.File):
 
 def _implementation_error(node: GateFileNode, run: GateRun, common: dict[str, Any]) -> Iterator[pytest.Item]:
     """The one item of the run that reports why its implementation cannot be used, yielded by the first gate file
-    collected once that is known (issue 25: one error, not one per gate)."""
+    collected once that is known (one error, not one per gate)."""
     if run.impl_problems and not run.impl_reported:
         run.impl_reported = True
         yield DefinitionErrorItem.from_parent(node, name=f"implementation[{run.impl}]", problems=list(run.impl_problems), **common)
@@ -361,15 +361,15 @@ def _check_problems(by_role: dict[str, list[tuple[str, TargetRef, TargetRef | No
                     Problem(ref.location, key, f"the {role} worker could not resolve the targets: {text}"))
             continue
         for entry in reply.get("result", {}).get("problems", []):
-            ref = refs.get(entry.get("key")) if isinstance(entry, dict) else None
-            if ref is None:  # a problem about a target the judge never named: the worker is broken
+            named = refs.get(written) if isinstance(entry, dict) and isinstance(written := entry.get("key"), str) else None
+            if named is None:  # a problem about a target the judge never named: the worker is broken
                 for key, known in refs.items():
                     problems.setdefault(key.split(".")[0].removeprefix("gate "), []).append(
                         Problem(known.location, key, f"the {role} worker broke the protocol: {str(entry)[:200]}"))
                 break
             message = str(entry.get("message"))
             problems.setdefault(entry["key"].split(".")[0].removeprefix("gate "), []).append(
-                Problem(ref.location, entry["key"], explain_impl(message) if role == "impl" else message))
+                Problem(named.location, entry["key"], explain_impl(message) if role == "impl" else message))
     return problems
 
 

@@ -1,7 +1,7 @@
 """Hypothesis profiles of gate runs: `ci` (derandomized, chosen when CI is set), `dev` (default), `thorough`, `deep`.
 
 They are registered and loaded only when a run collects gate items, so a project without gates keeps its own.
-A profile that is not derandomized draws from a run seed (issue 25): fresh each run and printed, or the one
+A profile that is not derandomized draws from a run seed (README, "Commands"): fresh each run and printed, or the one
 `--hypothesis-seed` gives; each gate's properties draw from a seed derived from it and the gate alone.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ def derandomized() -> bool:
     """The loaded profile draws the same examples every run (`ci`): no seed is used or printed."""
     from hypothesis import settings
 
-    return bool(settings.default.derandomize)
+    return bool(settings.default.derandomize)  # type: ignore[union-attr]  # typed Optional; a profile is always loaded
 
 
 def effective_max_examples(declared: int) -> int:

@@ -132,7 +132,7 @@ NEAR_EDGE = 0.5  # a gate whose passing comparisons used more than this share of
 
 def tolerance_lines(report: RunReport) -> list[str]:
     """The gates that used more than half of their comparison policy's tolerance, so that drift toward the edge
-    is seen before it fails (issue 29 item 4)."""
+    is seen before it fails (docs/numeric-gates.md §4)."""
     found = [f"  {row.row}::{gate.gate}: {gate.tolerance_used:.0%} of its tolerance"
              + (f" ({used_at_text(gate.tolerance_at)})" if used_at_text(gate.tolerance_at) else "")
              for row in report.rows for gate in row.gates if gate.tolerance_used is not None and gate.tolerance_used > NEAR_EDGE]

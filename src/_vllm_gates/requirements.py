@@ -1,4 +1,4 @@
-"""What a marker requires of the machine, and how the judge tells whether this machine has it (issue 27, item 1).
+"""What a marker requires of the machine, and how the judge tells whether this machine has it (docs/gate-files.md, "Markers").
 
 `[tool.vllm-gates.markers]` declares each marker's requirement: a built-in one (`cuda`, `upstream`) or the project's
 own, `{ detect = "package.module:function", device = true|false }`. The core speaks only of "the marker's

@@ -81,7 +81,7 @@ def rules(config: Config, implementation: Implementation) -> Rules:
     read = [str(path) for pattern in declared for path in _granted(root, pattern)]
     read += [str(_under(root, value)) for name, value in implementation.settings if name in config.file_settings]
     read += [folder for folder in _interpreter_and_engine() if _inside(root, folder)]
-    write = WRITABLE_SYSTEM
+    write: tuple[str, ...] = WRITABLE_SYSTEM
     control = os.environ.get(CONTROL_VARIABLE)
     if control:  # `gates mutate`: its hook (on PYTHONPATH there) notes in the session's folder what each worker ran
         write += (str(Path(control).resolve().parents[1]),)

@@ -261,7 +261,7 @@ def rows_affected_since(project: Project, base: str) -> list[str]:
     return list(explain_affected(project, base))
 
 
-# The rows a run judges, resolved once for `gates run` and `pytest --gates-*` alike (issue 27 item 2) -----------------
+# The rows a run judges, resolved once for `gates run` and `pytest --gates-*` alike (one resolution, one answer) ---
 
 
 @dataclass(frozen=True, eq=False)

@@ -64,7 +64,7 @@ class GateRun:
     """State of one session's gate run; ``finish`` turns it into verdicts, reports and an exit status."""
 
     snapshot: Project  # the project's definitions, loaded once for the whole run (project.py)
-    pool: WorkerPool | None = None  # type: ignore[assignment]  # every gate run that collects has one
+    pool: WorkerPool = None  # type: ignore[assignment]  # every gate run that collects has one (plugin); a run judged from evidence has none
     audit: bool = False
     requested_rows: tuple[str, ...] | None = None
     json_path: str | None = None
@@ -248,7 +248,7 @@ class GateRun:
         code = int(exit_code(report, self._session_end(pytest_status)))
         if code == ExitCode.OK and self.meta.get("unproven_shards"):  # a shard missing proves nothing: never green
             code = int(ExitCode.UNPROVEN)
-        seed, drawn = self.drawing() if report.items else (None, "")  # how the examples were drawn (issue 25)
+        seed, drawn = self.drawing() if report.items else (None, "")  # how the examples were drawn (the seed, printed)
         ending = f"{report.checks} checks in {time.time() - self.started:.1f}s; exit {code}"
         sandbox = self.pool.spec.sandbox if self.pool is not None else None  # told once where it does not confine
         unconfined = [sandbox.note] if sandbox is not None and sandbox.note else []
@@ -316,8 +316,8 @@ def _add_claims_to_junit(config: pytest.Config, report: RunReport) -> None:
             properties = tolerance_properties(report, row.row, claim.milestone)
             for when, result in (("call", outcome), ("teardown", "passed")):
                 write(pytest.TestReport(
-                    nodeid=f"vllm-gates::{name}", location=("vllm-gates", 0, name), keywords={}, outcome=result,
-                    longrepr=longrepr if when == "call" else None, when=when, duration=0.0,
+                    nodeid=f"vllm-gates::{name}", location=("vllm-gates", 0, name), keywords={}, outcome=result,  # type: ignore[arg-type]  # "passed" or "failed"
+                    longrepr=longrepr if when == "call" else None, when=when, duration=0.0,  # type: ignore[arg-type]  # "call" or "teardown"
                     user_properties=properties if when == "teardown" else []))
 
 

@@ -43,7 +43,7 @@ def shard_files(paths: list[str]) -> list[ShardFile]:
     found = []
     for shown in paths:
         document = read_run_report(Path(shown), shown)
-        meta = document.get("meta") if isinstance(document.get("meta"), dict) else {}
+        meta = written if isinstance(written := document.get("meta"), dict) else {}
         record = meta.get("shard")
         if not isinstance(record, dict):
             continue

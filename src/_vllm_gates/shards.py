@@ -142,7 +142,9 @@ def tree(project: Project, impl: str, found: list[Group]) -> str:
     lines = []
     for group in found:
         gate_file = by_row.get(group.row)
-        for gate in (g for g in (gate_file.gates if gate_file else ()) if g.id in group.gates):
+        if gate_file is None:
+            continue
+        for gate in (g for g in gate_file.gates if g.id in group.gates):
             lines.append(f"{group.row}::{gate.id} {maker.gate(gate_file, gate, roadmap.row(group.row)).fingerprint}")
     return hashlib.sha256("\n".join(sorted(lines)).encode("utf-8")).hexdigest()
 

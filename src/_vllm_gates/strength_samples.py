@@ -1,4 +1,4 @@
-"""The expected results the tolerance audit derives its wrong answers from (issue 29 item 5): each named case's
+"""The expected results the tolerance audit derives its wrong answers from (docs/numeric-gates.md §5): each named case's
 `expect:` and the oracle's outcome for it, and the oracle's outcome for each generated example.
 
 No implementation is asked. The oracle is asked once per input at most: its outcomes are memoised on the gate

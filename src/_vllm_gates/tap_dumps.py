@@ -104,7 +104,7 @@ def _write_tap(out: Any, array: Any) -> None:
     data = np.ascontiguousarray(array)
     if data.dtype.byteorder == ">":
         data = data.astype(data.dtype.newbyteorder("<"))
-    out.write(memoryview(data.reshape(-1).view(np.uint8)))
+    out.write(memoryview(data.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's stubs say so from Python 3.12
 
 
 class TapFile(Mapping[str, Any]):

@@ -38,7 +38,7 @@ def rank_finding(name: str, forced: Mapping[str, Any], taps: Taps, policy: Polic
 
 def _partial_names(reduced: str, forced: Mapping[str, Any], taps: Taps) -> list[str]:
     """The partials of ``reduced`` the run reports, rank 0 up to the first rank it does not."""
-    names = []
+    names: list[str] = []
     while (partial := taps.partial_name(reduced, len(names))) in forced:
         names.append(partial)
     return names

@@ -1,4 +1,4 @@
-"""Tensors as plain values (issue 29 item 1; docs/worker-protocol.md §7.4): `$tensor` tags whose elements travel as a
+"""Tensors as plain values (docs/worker-protocol.md §7.4): `$tensor` tags whose elements travel as a
 frame's buffers, little-endian, row-major. numpy (and ml_dtypes for bfloat16) are imported only when a tensor is met;
 torch is never imported here: a torch.Tensor exists only where torch is loaded already, and is read through it.
 """

@@ -1,4 +1,4 @@
-"""Compare results under a comparison policy (issue 29 item 3): element-wise over every array inside a result,
+"""Compare results under a comparison policy (docs/numeric-gates.md §2): element-wise over every array inside a result,
 the rest exactly (strict_equal's rules).
 
 Arithmetic is float64 (ulp: exact unsigned integers), over chunks of CHUNK elements, so a comparison of two huge
@@ -468,7 +468,7 @@ def _judge_tokens(policy: Policy, path: str, actual: Any, expected: Any, margins
     passed = unexcused == 0 and excused_at.size <= cap
     used = _fraction(float(excused_at.size), float(cap))
     excused = tuple(_element(actual, expected, int(i), 0.0, margins) for i in excused_at[:WORST])
-    common = dict(excused=excused, excused_count=int(excused_at.size))
+    common: dict[str, Any] = dict(excused=excused, excused_count=int(excused_at.size))
     if passed:
         return ArrayFinding(path, tuple(actual.shape), actual.dtype.name, a_flat.size, True, used, **common), ""
     wrong = np.flatnonzero(differ & ~excusable)

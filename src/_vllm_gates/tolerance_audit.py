@@ -1,4 +1,4 @@
-"""The strength audit of a tolerance (issue 29 item 5; docs/gate-files.md, "The strength audit of a tolerance"):
+"""The strength audit of a tolerance (docs/gate-files.md, "The strength audit of a tolerance"):
 each wrong answer, in each output of the result by itself and in each dtype of it, must fail at least one case or
 example under the gate's policy, else the gate is WEAK; and per dtype the smallest relative noise and the smallest
 RMS-scaled (absolute) noise it rejects, found by bisection, so that a loose rtol or atol shows before it is WEAK.

@@ -1,4 +1,4 @@
-"""A gate's `upstream:` key (issue 27 item 5): the pinned upstream release as a second reference beside `oracle:`.
+"""A gate's `upstream:` key (docs/gate-files.md, "Upstream parity"): the pinned upstream release as a second reference beside `oracle:`.
 
 The gate's cases and properties are checked against its oracle (the oracle leg, the gate itself) and, for the cases
 that say `upstream:`, against upstream (the parity leg, gate `ID:upstream`) or against a declared deviation's
@@ -74,8 +74,9 @@ def case_route(reader: Reader, case: YMap, key: str) -> CaseRoute | None:
 class LegParts:
     """The gate loader's own readers, handed to the legs: of a target, and of a `properties:` mapping."""
 
-    target: Callable[[Reader, YMap, str, str], TargetRef | None]  # (reader, mapping, name, key)
-    properties: Callable[[Reader, YMap, str, bool], Properties | None]  # (reader, mapping holding it, key, has_oracle)
+    # (reader, mapping, name, key); the reader is the gate loader's GateReader, a Reader this module does not import
+    target: Callable[..., TargetRef | None]
+    properties: Callable[..., Properties | None]  # (reader, mapping holding it, key, has_oracle)
     requirements: frozenset[str] | None = None  # the ids the row's spec declares (None: not known), for `covers`
     spec: str | None = None  # the spec file, as the gate file names it
 

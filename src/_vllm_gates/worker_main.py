@@ -185,7 +185,7 @@ def serve(fd: int) -> int:
         if op == "bye":
             return 0
         reply: dict[str, Any] = {"id": request.get("id")}
-        handler = handlers.get(op)
+        handler = handlers.get(op) if isinstance(op, str) else None  # an unhashable op is unknown, not a crash
         try:
             if handler is None:
                 raise Failed("protocol", f"unknown op {op!r}")

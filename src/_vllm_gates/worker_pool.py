@@ -55,8 +55,8 @@ class WorkerLost(GatesError):
 
 class WorkerEnded(WorkerLost):
     """The worker's process ended (an exit, a signal), hung, or was ended for a reply that broke the protocol
-    (WorkerBroke) while answering a call: what the code it ran did, not a fault of the run (issue 26: for the judged
-    implementation, that case's result). ``how``: what happened, in words; ``output``: the last lines it printed;
+    (WorkerBroke) while answering a call: what the code it ran did, not a fault of the run (for the judged
+    implementation, that case's result: docs/worker-protocol.md §9). ``how``: what happened, in words; ``output``: the last lines it printed;
     ``hung``: it overran the call's time."""
 
     def __init__(self, message: str, how: str, output: str, hung: bool = False):

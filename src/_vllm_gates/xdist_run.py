@@ -1,4 +1,4 @@
-"""A gate run split across pytest-xdist workers (`pytest -n N`, issue 15): the workers run their share of the items
+"""A gate run split across pytest-xdist workers (`pytest -n N`, README "CI"): the workers run their share of the items
 and send what they collected and what each item checked; the controller alone judges and writes the reports, so
 the verdicts, reports and exit code are those of a serial run.
 
@@ -36,7 +36,7 @@ def is_controller(config: pytest.Config) -> bool:
 
 def attach(report: pytest.TestReport, identity: ItemIdentity, record: ItemRecord | None, cause: SkipCause | None) -> None:
     """Put what the controller needs of a gate item's phase into its report."""
-    payload = {"row": identity.row, "gate": identity.gate, "milestone": identity.milestone, "kind": identity.kind.value,
+    payload: dict[str, Any] = {"row": identity.row, "gate": identity.gate, "milestone": identity.milestone, "kind": identity.kind.value,
                "line": identity.line}
     if record is not None:
         payload["record"] = {"checks": record.checks, "rejected_by": record.rejected_by,

@@ -14,7 +14,7 @@ import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import yaml
 from yaml.events import (
@@ -182,7 +182,7 @@ def _precount(text: str, shown: str) -> bool:
     the limits (libyaml may then compose it: _compose_with_libyaml).
     """
     try:
-        from yaml.cyaml import CParser
+        from yaml.cyaml import CParser  # type: ignore[attr-defined]  # the stubs re-export it from yaml._yaml implicitly
     except ImportError:  # PyYAML built without libyaml: the pure-Python count alone
         return False
     parser = CParser(text)
@@ -209,7 +209,7 @@ def _precount(text: str, shown: str) -> bool:
 
 
 try:
-    from yaml.cyaml import CParser as _CParser
+    from yaml.cyaml import CParser as _CParser  # type: ignore[attr-defined]  # the stubs re-export it from yaml._yaml implicitly
 
     class _LibyamlComposer(_ResolvedOnce, _CParser, yaml.resolver.Resolver):  # CParser resolves tags through the Python resolver
         """libyaml's composer, for _compose_with_libyaml."""
@@ -279,7 +279,7 @@ def _new_scalar(event: ScalarEvent, loader_of: Callable[[], _Builder]) -> Any:
     tag = _SCALARS.resolve(yaml.ScalarNode, event.value, event.implicit)
     if tag == "tag:yaml.org,2002:merge":
         return _FALLBACK
-    node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+    node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)  # type: ignore[arg-type]  # libyaml's Mark is its own class, the same fields
     constructor = _SCALAR_CONSTRUCTORS.get(tag)
     try:
         return constructor(_SCALARS, node) if constructor is not None else loader_of().construct_object(node)
@@ -312,6 +312,8 @@ def _build_with_libyaml(text: str, shown: str, loader_of: Callable[[], _Builder]
     is_map = False
     key: Any = _MISSING  # in a mapping, the key whose value comes next; _MISSING when a key comes next
     key_where: Any = None
+    event: Any  # one of libyaml's events, told apart by `type(event) is ...` (exact and fast; mypy narrows no alias of it)
+    opened: Any  # the new collection's key_locations or item_locations
     try:
         if type(get()) is not StreamStartEvent or type(get()) is not DocumentStartEvent:
             return _FALLBACK  # an empty stream
@@ -529,8 +531,12 @@ def to_plain(value: Any) -> Any:
     return value
 
 
+@overload
+def location_of(container: YMap | YList, key: Any = None) -> Location: ...
+@overload
+def location_of(container: Any, key: Any = None) -> Location | None: ...
 def location_of(container: Any, key: Any = None) -> Location | None:
-    """Location of a key of a YMap, an item of a YList, or the container itself."""
+    """Location of a key of a YMap, an item of a YList, or the container itself (None: a value read from no file)."""
     if key is None:
         return getattr(container, "location", None)
     if isinstance(container, YMap):
