@@ -1,11 +1,12 @@
-"""The interface file agrees with its gates (issue 25): every error a case of an operation's gate expects is of a kind
+"""The interface file agrees with its gates (docs/gating-a-port.md): every error a case of an operation's gate expects is of a kind
 the operation declares in operations.yaml, and every limit it declares is reached by at least one such case.
 
 A team that codes from operations.yaml alone then meets no case the file did not announce.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from _vllm_gates.errors import Location, Problem
 from _vllm_gates.facts import facts_of_pattern

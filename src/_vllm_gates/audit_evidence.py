@@ -4,14 +4,15 @@ known-goods.
 Every gate run judges each gate's audit stand-in, known-bads and known-goods as items (README, `gates audit`), so a
 run's JSON report holds the audit. A gate's audit is taken from a report only when that report executed the gate
 under the fingerprint the gate has now, with the implementation audited here, on a real device, and holds its audit
-item and an item for every known-bad and known-good the gate declares now; the other gates' items are run (issue 15:
-nothing twice).
+item and an item for every known-bad and known-good the gate declares now; the other gates' items are run (no item
+runs twice).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from _vllm_gates.audit import AuditLine, audit_lines, audit_table
 from _vllm_gates.evidence import EvidenceError, evidence_in, read_run_report

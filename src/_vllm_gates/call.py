@@ -1,8 +1,9 @@
 """What a gate's builder returns: the arguments of one call of an impl, oracle or known-bad (docs/gate-files.md)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Tensors in a case's `input:` and `expect:` (issue 29 item 2; docs/gate-files.md, "Tensors in cases"): a mapping
+"""Tensors in a case's `input:` and `expect:` (docs/gate-files.md, "Tensors in cases"): a mapping
 whose only key is `tensor`, holding a mapping, is a tensor, given inline (`dtype`, `shape`, `values`), by name from a
 `.safetensors` file in the row's folder (`file`, `name`), or by a seeded generator (`randn`: `shape`, `dtype`, `seed`,
 `scale`, `mean`) whose numbers are the same on every machine (numpy's PCG64 normal draws in float64, then cast). Each becomes a
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from math import prod
 from pathlib import Path
-from typing import Any, Sequence, Union
+from typing import Any
 
 from _vllm_gates.channel import MAX_BUFFER_BYTES
 from _vllm_gates.errors import Location
@@ -28,7 +29,7 @@ _INLINE_KEYS, _FILE_KEYS, _RANDN_KEYS = {"dtype", "shape", "values"}, {"file", "
 
 # a place in a case value, built only when a problem is reported: None is the top (`input`, `expect`), else
 # (parent, step) where a step is a key of a mapping or an index of a list
-Place = Union[None, tuple[Any, Any]]
+Place = tuple[Any, Any] | None
 
 
 class CaseTensors:
@@ -50,7 +51,7 @@ class CaseTensors:
             return [self.value(v, key, (path, i)) if isinstance(v, (dict, list)) else v for i, v in enumerate(value)]
         return value
 
-    def tensor(self, spelling: YMap, key: str) -> Any:
+    def tensor(self, spelling: dict[str, Any], key: str) -> Any:
         """The array one spelling gives, or None after a problem."""
         body: YMap = spelling[TAG]
         key = f"{key}.{TAG}"

@@ -1,7 +1,7 @@
 """Framing of the worker protocol (docs/worker-protocol.md §3): a 4-byte big-endian word, UTF-8 JSON, then buffers.
 
 Bits 0-28 of the word are the JSON body's length; bit 31 says the body holds an integer outside the signed 64-bit
-range, to be read exactly; bit 30 says binary buffers (a tensor's elements, issue 29) follow the body; bit 29 is
+range, to be read exactly; bit 30 says binary buffers (a tensor's elements, docs/worker-protocol.md §3.1) follow the body; bit 29 is
 reserved and refused. A buffered frame's buffers are read straight into preallocated bytearrays and written from
 memoryviews: a 256 MiB tensor is never copied into a joined message.
 """
@@ -12,7 +12,8 @@ import os
 import socket
 import struct
 import time
-from typing import Any, NamedTuple, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from _vllm_gates.errors import GatesError
 
@@ -28,12 +29,12 @@ RESERVED_FLAG = 1 << 29  # never set by a writer; a reader refuses it
 _LENGTH_BITS = RESERVED_FLAG - 1
 _COALESCE = 1 << 20  # buffers smaller than this are sent joined with their neighbours (one write, not one each)
 
-Part = Union[bytes, memoryview]  # a piece of a frame as it is written
+Part = bytes | memoryview  # a piece of a frame as it is written
 
 try:  # an accelerator only: the frames are the same JSON either way
     import orjson as _orjson
 except ImportError:  # pragma: no cover
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]  # checked `is None` before each use
 
 
 class ChannelClosed(GatesError):
@@ -181,7 +182,7 @@ def _read_exactly(sock: socket.socket, count: int, deadline: float | None) -> by
             _wait(sock, deadline)
         try:
             chunk = sock.recv(max(count - len(buffer), 1 << 16))
-        except socket.timeout:
+        except TimeoutError:
             raise ChannelTimeout() from None
         except ConnectionResetError:  # the peer exited with our frames unread: the channel is closed all the same
             chunk = b""
@@ -205,7 +206,7 @@ def _read_into(sock: socket.socket, target: bytearray, deadline: float | None) -
         _wait(sock, deadline)
         try:
             count = sock.recv_into(view[filled:])
-        except socket.timeout:
+        except TimeoutError:
             raise ChannelTimeout() from None
         except ConnectionResetError:
             count = 0

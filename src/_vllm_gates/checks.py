@@ -7,8 +7,9 @@ The impl, the oracle and the known-bads are Subjects: calls answered by worker p
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from _vllm_gates.channel import MAX_BUFFER_BYTES, ProtocolError, orjson_parses
 from _vllm_gates.compare import WrongEverywhere, strict_equal
@@ -21,8 +22,7 @@ from _vllm_gates.outcomes import NotImplementedBy
 from _vllm_gates.plain import WRONG, NotPlain, encode
 from _vllm_gates.render import DifferingPaths, differing_paths, is_plain, render_value
 from _vllm_gates.value_agreement import AGREE, DISAGREE, Agreement, NothingCompared, ToleranceUsage, under_policy
-from _vllm_gates.worker_pool import (Ahead, CheckRefused, RawReply, ReplyContent, WorkerBroke, WorkerEnded,
-                                     WorkerLost, WorkerPool)
+from _vllm_gates.worker_pool import Ahead, CheckRefused, RawReply, ReplyContent, WorkerBroke, WorkerEnded, WorkerLost, WorkerPool
 
 CRASH_RESTARTS = 100  # properties: at most this many worker restarts for the judged impl's crashes while shrinking
 
@@ -121,7 +121,7 @@ class Subject:
 
     def lost(self, lost: WorkerLost) -> Exception:
         """A lost worker as the item reports it: the judged implementation's crash, hang or broken reply while
-        answering is its result for that input (ImplEnded, issue 26; docs/worker-protocol.md §9); any other loss, and
+        answering is its result for that input (ImplEnded; docs/worker-protocol.md §9); any other loss, and
         any other role's (an oracle's, a known-bad's: the gate's own code), is the gate's ERROR."""
         if self.judged and isinstance(lost, WorkerEnded):
             return ImplEnded(self, lost)
@@ -175,7 +175,7 @@ class Subject:
                              f"an external implementation's errors cannot be compared with it")
         return kind
 
-    def raised_as_expected(self, error: "Raised", raises: Raises) -> tuple[bool, str]:
+    def raised_as_expected(self, error: Raised, raises: Raises) -> tuple[bool, str]:
         """Whether an error is the case's: by class name (Python), or by kind and the facts its message carries."""
         if self.kinds is None:
             if not error.is_a(raises.type_name):
@@ -193,7 +193,7 @@ class NotImplementedByWorker(GatesError):
 
 class ImplEnded(GatesError):
     """The judged implementation's worker ended (an exit, a signal), hung, or broke the protocol on one input: that
-    input's result, a FAIL naming the input, never the gate's ERROR (issue 26; docs/worker-protocol.md §9).
+    input's result, a FAIL naming the input, never the gate's ERROR (docs/worker-protocol.md §9).
     ``oracle``: what the oracle answers there, if asked."""
 
     def __init__(self, subject: Subject, ended: WorkerEnded, oracle: Outcome | None = None):
@@ -335,7 +335,7 @@ class Tally:
     usage: ToleranceUsage = field(default_factory=ToleranceUsage)  # the share of its tolerance the gate's policy used
 
     def not_implemented_reason(self) -> str:
-        """Why properties with examples the implementation does not implement are NOT-IMPLEMENTED (issue 26)."""
+        """Why properties with examples the implementation does not implement are NOT-IMPLEMENTED (README, "Verdicts")."""
         if not self.examples:
             return f"all {self.not_implemented} generated examples were answered not-implemented"
         return (f"{self.not_implemented} of {self.not_implemented + self.examples} generated examples were answered "
@@ -349,7 +349,7 @@ def _stand_in(actual: Any, expected: Any) -> bool:
 
 
 def _agree(rg: ResolvedGate, actual: Any, expected: Any) -> Agreement:
-    """The gate's comparison of two values: its policy (issue 29), its compare function, or strict equality."""
+    """The gate's comparison of two values: its policy (policies.py), its compare function, or strict equality."""
     if _stand_in(actual, expected):
         return DISAGREE  # the audit's stand-in: a gate's own compare need not know it
     if rg.gate.policy is not None:
@@ -467,6 +467,7 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
         if not ok and part == "type":
             raise Mismatch(f"expected {expected} to be raised", where, case.input,
                            [("impl", got.describe()), ("expected", _raises_text(case.raises, impl))])
+        assert error is not None  # nothing raised is a "type" mismatch, raised above
         if not ok and part == "match":
             raise Mismatch(f"{case.raises.type_name} raised, but its message does not match", where, case.input,
                            [("message", error.message), ("pattern", case.raises.match or "")])
@@ -508,12 +509,12 @@ def check_case(rg: ResolvedGate, case: Case, impl: Subject, check_oracle: bool =
     return checks
 
 
-def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., Any], max_examples: int,
+def run_properties(rg: ResolvedGate, impl: Subject, settings_for: Callable[..., Any], max_examples: int,  # noqa: C901 (one Hypothesis run and its except ladder; to be split so its contract reads in one place)
                    hunting: bool = False, seed: int | None = None, examples: GateExamples | None = None) -> Tally:
     """Impl and oracle agree on generated inputs; return what was compared, raise Mismatch (shrunk) if not.
 
     An example the implementation answers not-implemented is rejected (Hypothesis draws another, and never shrinks
-    towards it) and counted in the tally; a crash or hang of its worker is a failing example (issue 26).
+    towards it) and counted in the tally; a crash or hang of its worker is a failing example (docs/worker-protocol.md §9).
     ``seed``: the gate's own seed under a profile that is not derandomized (a known-bad hunt never takes one).
     ``examples``: the gate's examples in the run's database (README, "A shared example database"): those saved
     there run first, and a failure found is saved there; the examples generated are the same with or without it."""

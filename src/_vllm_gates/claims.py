@@ -1,4 +1,4 @@
-"""An implementation's own claims (issue 25, item 4): `claims` of `[tool.vllm-gates.implementations.NAME]` states
+"""An implementation's own claims (docs/gating-a-port.md, "Your port's own claims"): `claims` of `[tool.vllm-gates.implementations.NAME]` states
 the lifecycle state it claims per row and milestone; whatever it does not state keeps the roadmap's claim.
 
     [tool.vllm-gates.implementations.myport.claims]
@@ -9,8 +9,9 @@ The roadmap stays the Python port's (the team's) truth; `--impl NAME` judges NAM
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 from _vllm_gates.errors import Location, Problem
 from _vllm_gates.model import STATES, Roadmap

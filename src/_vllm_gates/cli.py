@@ -10,18 +10,19 @@ try:  # Ctrl-C while the command is still starting: one line, as main() says it 
     import contextlib
     import io
     import os
+    from collections.abc import Iterator
     from pathlib import Path
-    from typing import TYPE_CHECKING, Iterator
+    from typing import TYPE_CHECKING
 
     from _vllm_gates.config import CONFIG_FILE, Config, find_config, implementation_refused, load_config
     from _vllm_gates.errors import DefinitionError, GatesError, Problem
     from _vllm_gates.exitcodes import ExitCode
+    from _vllm_gates.feature_mutation import MUTATION, mutation_evidence
+    from _vllm_gates.feature_reports import JSON, MARKDOWN
+    from _vllm_gates.features import RunPlan, options, planned
     from _vllm_gates.profiles import PROFILES
     from _vllm_gates.project import Project, unknown_row
     from _vllm_gates.selection import Handover, RowsRefused, requested_rows
-    from _vllm_gates.features import RunPlan, options, planned
-    from _vllm_gates.feature_mutation import MUTATION, mutation_evidence
-    from _vllm_gates.feature_reports import JSON, MARKDOWN
     from _vllm_gates.tomlsource import SECTION
 except KeyboardInterrupt:
     sys.stderr.write("gates: interrupted (SIGINT) while starting\n")
@@ -215,7 +216,7 @@ def _profile(args: argparse.Namespace) -> str | None:
 
 
 def _picked(project: Project, rows: list[str], args: argparse.Namespace) -> list[str]:
-    """The node ids of the --gate (and --case) asked for: a partial selection of one row (issue 25)."""
+    """The node ids of the --gate (and --case) asked for: a partial selection of one row (docs/evidence.md §1)."""
     from _vllm_gates.pick import PickError, node_ids
 
     if not args.gate:
@@ -226,7 +227,7 @@ def _picked(project: Project, rows: list[str], args: argparse.Namespace) -> list
         raise UsageError(str(error)) from None
 
 
-def _evidence(paths: list[str], absolute: bool = False) -> list["GateEvidence"]:
+def _evidence(paths: list[str], absolute: bool = False) -> list[GateEvidence]:
     """The gates of the --evidence files (evidence.load_evidence_files); UsageError naming a file that cannot be used."""
     from _vllm_gates.evidence import EvidenceError, load_evidence_files
 
@@ -252,7 +253,7 @@ def cmd_verdict(args: argparse.Namespace, project: Project) -> int:
     return judge_on_evidence(project, found, options)
 
 
-def _shards(paths: list[str]) -> "Merged | None":
+def _shards(paths: list[str]) -> Merged | None:
     """The evidence files written by `gates run --shard`, checked to add up (shard_merge.merge); UsageError naming
     the files that do not belong together."""
     from _vllm_gates.shard_merge import ShardsRefused, merge, shard_files
@@ -356,11 +357,12 @@ def _broken_specs(project: Project) -> tuple[dict[str, str], list[str]]:
 def cmd_coverage(args: argparse.Namespace, project: Project) -> int:
     """Requirements declared in the spec files that no gate covers. A row whose gate file does not load is reported
     once, as broken: the requirements of its spec are neither covered nor uncovered (nothing is known of its gates)."""
-    from _vllm_gates.specdoc import requirements_in
+    from _vllm_gates.specdoc import SpecRequirement, requirements_in
 
     covered = {req for gf in project.gate_files for g in gf.gates for req in g.covers}
     broken_specs, unknown = _broken_specs(project)
-    missing, uncounted = [], {}
+    missing: list[SpecRequirement] = []
+    uncounted: dict[str, list[SpecRequirement]] = {}
     for spec in project.config.spec_files():
         shown = spec.relative_to(project.config.root).as_posix()
         for requirement in requirements_in(spec, shown):
@@ -702,7 +704,8 @@ def cmd_new_row(args: argparse.Namespace, project: Project) -> int:
     return ExitCode.OK
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "report": cmd_report, "audit": cmd_audit, "coverage": cmd_coverage, "affected": cmd_affected,
+COMMANDS = {"list": cmd_list, "run": cmd_run, "verdict": cmd_verdict, "report": cmd_report, "audit": cmd_audit,
+            "coverage": cmd_coverage, "affected": cmd_affected,
             "deviations": cmd_deviations, "upstream-drift": cmd_upstream_drift, "check-independence": cmd_check_independence,
             "mutate": cmd_mutate, "diverge": cmd_diverge, "new-row": cmd_new_row}
 
@@ -758,7 +761,7 @@ def _quiet_pipes() -> Iterator[None]:
         saved[name] = stream
         raw = _QuietPipe(fd)
         if isinstance(stream.buffer, io.BufferedWriter):  # buffered as before: by line on a terminal, else by block
-            replacement = io.TextIOWrapper(io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors,
+            replacement = io.TextIOWrapper(io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors,  # type: ignore[type-var]  # a RawIOBase; the stubs want a buffer type
                                            line_buffering=stream.line_buffering, write_through=stream.write_through)
         else:  # unbuffered (python -u, PYTHONUNBUFFERED): every write goes straight through, as before
             replacement = io.TextIOWrapper(raw, encoding=stream.encoding, errors=stream.errors, write_through=True)  # type: ignore[arg-type]

@@ -118,7 +118,7 @@ class _Noting:
         """Two lists item by item over their common prefix, their lengths first."""
         found = self.found
         same = len(actual) == len(expected) or _differ(found, path, "length", actual, expected)
-        for index, (a, e) in enumerate(zip(actual, expected)):
+        for index, (a, e) in enumerate(zip(actual, expected, strict=False)):
             if found.full:
                 found.complete = False
                 return False

@@ -10,9 +10,10 @@ import posixpath
 import re
 import stat
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -75,7 +76,7 @@ class Config:
     worker_preload: tuple[str, ...] = ()  # modules a fork server imports once for every worker (e.g. torch)
     call_timeout: float = 60.0  # seconds one call of a worker may take, unless a gate sets `timeout:`
     run_budget: float | None = None  # seconds the workers of a whole run may take; None: no budget
-    max_tensor_bytes: int = MAX_BUFFER_BYTES  # a message's tensor bytes in all, both ways (issue 29; hello's max_buffer_bytes)
+    max_tensor_bytes: int = MAX_BUFFER_BYTES  # a message's tensor bytes in all, both ways (hello's max_buffer_bytes, docs/worker-protocol.md §3.1)
     pythonpath: tuple[str, ...] = ()  # [tool.pytest.ini_options] pythonpath: where, besides the root, modules are found
     implementations: tuple[Implementation, ...] = (Implementation(PYTHON),)  # the python port first, then external ones
     error_kinds: tuple[tuple[str, str], ...] = ()  # Python exception class name -> language-neutral error kind
@@ -330,7 +331,7 @@ def _independence(reader: _Reader, value: Any) -> tuple[tuple[str, tuple[str, ..
         reader.problem("independence", f"expected a table `package = [packages it must not import]`, got {value!r}")
         return ()
     contracts = []
-    for package, forbidden in value.items():
+    for package in value:
         if not _IDENTIFIER.match(package):
             reader.problem(f"independence.{package}", f"{package!r} is not a package name")
             continue
@@ -343,7 +344,7 @@ KNOWN_KEYS = {"roadmap", "rows", "specs", "allowed-roots", "markers", "default-m
               "max-tensor-bytes", "sandbox", "examples-db", "examples-db-read-only"}
 
 
-def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float | None) -> float | None:
+def _seconds(reader: _Reader, table: dict[str, Any], key: str, default: float | None) -> float | None:
     value = table.get(key, default)
     if value is None:
         return None
@@ -353,7 +354,7 @@ def _seconds(reader: "_Reader", table: dict[str, Any], key: str, default: float 
     return float(value)
 
 
-def _byte_count(reader: "_Reader", table: dict[str, Any], key: str, default: int) -> int:
+def _byte_count(reader: _Reader, table: dict[str, Any], key: str, default: int) -> int:
     """A whole number of bytes, 1 to 2**63 - 1 (a buffer length is 8 bytes on the wire)."""
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2 ** 63 - 1:
@@ -363,7 +364,7 @@ def _byte_count(reader: "_Reader", table: dict[str, Any], key: str, default: int
     return value
 
 
-def _flag(reader: "_Reader", table: dict[str, Any], key: str, default: bool) -> bool:
+def _flag(reader: _Reader, table: dict[str, Any], key: str, default: bool) -> bool:
     value = table.get(key, default)
     if not isinstance(value, bool):
         reader.problem(key, f"expected true or false, got {value!r}")
@@ -388,7 +389,7 @@ def _pytest_pythonpath(document: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
     """The text of a pyproject.toml, its document and its `[tool.vllm-gates]` table; None when the file (a regular
-    one) or the table is absent. The one place the engine reads a pyproject.toml (issue 27: read once per run),
+    one) or the table is absent. The one place the engine reads a pyproject.toml (read once per run: preread),
     within the size limit (yamlsource.MAX_FILE_BYTES)."""
     if not path.is_file():  # a FIFO or a device is not a file here: never opened
         return "", {}, None

@@ -1,4 +1,4 @@
-"""C++ source text as tokens (issue 28 item 6): identifiers, numbers, literals and punctuators with their offsets;
+"""C++ source text as tokens, for the C++ mutants (docs/mutation-cpp.md): identifiers, numbers, literals and punctuators with their offsets;
 comments and preprocessor lines are not tokens, string, character and raw-string literals are one token each."""
 from __future__ import annotations
 

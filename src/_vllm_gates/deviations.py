@@ -3,8 +3,8 @@ upstream does, what we do and why, and the upstream gate that shows upstream sti
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Collection
 
 from _vllm_gates.config import Config
 from _vllm_gates.errors import DefinitionError, Location, Problem

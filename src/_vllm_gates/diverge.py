@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from _vllm_gates.checks import Outcome, Subject
 from _vllm_gates.config import Config, implementation_refused
@@ -21,8 +22,8 @@ from _vllm_gates.exitcodes import ExitCode
 from _vllm_gates.fields import TARGET_PATTERN
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run
-from _vllm_gates.import_failures import missing_package, not_installed
 from _vllm_gates.implementations import PYTHON, Implementation
+from _vllm_gates.import_failures import missing_package, not_installed
 from _vllm_gates.model import Case, Gate, GateFile, KnownBad, TargetRef
 from _vllm_gates.project import Project, unknown_name
 from _vllm_gates.reports import write_atomic
@@ -232,7 +233,7 @@ def _reference_subject(pool: WorkerPool, project: Project, opened: Opened, optio
                    gate.timeout or project.config.call_timeout, "reference")
 
 
-def _reference_taps(subject: Subject, data: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+def _reference_taps(subject: Subject, data: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     """The reference's taps for one input; ReferenceUnavailable where it raised ImportError for a package not
     installed here (upstream/hf_qwen3.py raises it, naming the missing package); ``path``: the worker's import path."""
     outcome = subject.outcome(data)
@@ -250,7 +251,7 @@ def _record(path: str, reference: Mapping[str, Any], case: Case, source: str) ->
 
 
 def _localized(pool: WorkerPool, project: Project, opened: Opened, reference: Mapping[str, Any],
-               data: dict[str, Any], folder: Path | None = None) -> Divergence:
+               data: Mapping[str, Any], folder: Path | None = None) -> Divergence:
     """The localization of one input from the reference's taps on it (each side's taps held in ``folder``, if given)."""
     free, forced = _implementation_taps(pool, project, opened, reference, data, folder)
     return localize(reference, free, forced, opened.gate.taps, opened.gate.policy)  # type: ignore[arg-type]
@@ -271,14 +272,14 @@ def _shrunk(pool: WorkerPool, project: Project, opened: Opened, options: Options
                           "prompt (run it against the live reference)", data)
     reference_subject, path = subject, _worker_path(project.config)
 
-    def candidate(cut: dict[str, Any]) -> Divergence:
+    def candidate(cut: Mapping[str, Any]) -> Divergence:
         return _localized(pool, project, opened, _reference_taps(reference_subject, cut, path), cut)
 
     return shrink(divergence, data, taps.layer, candidate)
 
 
 def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened, reference: Mapping[str, Any],
-                         data: dict[str, Any], folder: Path | None = None) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+                         data: Mapping[str, Any], folder: Path | None = None) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """The implementation's free-running taps on ``data``, and its teacher-forced ones (``data`` with the gate's feed
     key set to the reference's feed points); each held in a tap file in ``folder`` once answered, where one is given."""
     taps = opened.gate.taps
@@ -286,11 +287,11 @@ def _implementation_taps(pool: WorkerPool, project: Project, opened: Opened, ref
     impl = impl_subject(pool, project, opened)
     free: Mapping[str, Any] = _taps(impl.outcome(data), f"the implementation {impl.shown} (free-running)")
     if folder is not None:
-        free = spill(free, folder / "free.safetensors")  # type: ignore[arg-type]
+        free = spill(free, folder / "free.safetensors")
     forced: Mapping[str, Any] = _taps(impl.outcome({**data, taps.feed: feed_of(reference, opened)}),
                                       f"the implementation {impl.shown} (teacher-forced)")
     if folder is not None:
-        forced = spill(forced, folder / "forced.safetensors")  # type: ignore[arg-type]
+        forced = spill(forced, folder / "forced.safetensors")
     return free, forced
 
 

@@ -3,8 +3,9 @@ accumulated (free-running) error judged under the gate's compare policy, a local
 first divergent logits position and the dtype boundaries. Pure numpy: the taps arrive as mappings name -> array."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.model import Taps

@@ -166,7 +166,8 @@ def _table(taps: list[dict[str, Any]], break_tap: str | None) -> str:
         shown = _text(dtype) + (f" (ref {_text(reference)})" if reference != dtype else "")
         cells = "".join(f"<td>{_figure(tap[side].get(figure) if isinstance(tap.get(side), dict) else None)}</td>"
                         for side in ("isolated", "accumulated") for figure in FIGURES)
-        verdict = tap.get("verdict") if isinstance(tap.get("verdict"), str) else ""
+        written = tap.get("verdict")
+        verdict = written if isinstance(written, str) else ""
         css = ' class="break"' if break_tap is not None and tap.get("name") == break_tap else ""
         rows.append(f'<tr{css}><td><code>{_text(tap.get("name"))}</code></td><td>{shown}</td>'
                     f'<td>{_text(tap.get("tolerance"))}</td>{cells}<td><span class="tv tv-{escape(verdict.split(",")[0])}">'

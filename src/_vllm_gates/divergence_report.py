@@ -39,7 +39,7 @@ def render_text(divergence: Divergence, title: str) -> str:
     widths = [max(len(row[column]) for row in rows) for column in range(len(HEADINGS))]
     tolerances = list(dict.fromkeys(tap.tolerance for tap in divergence.taps))
     lines = [title, f"tolerance: {'; '.join(tolerances)}", ""]
-    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines += ["", divergence.classification.describe()]
     if divergence.classification.ranks is not None:
         lines.append(f"  ranks: {divergence.classification.ranks.text}")

@@ -4,8 +4,9 @@ deterministic search; each candidate input is localized by a callable (the refer
 implementation free-running and teacher-forced), whose errors make that candidate lost, never the full verdict."""
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from _vllm_gates.divergence import DRIFT, Classification, Divergence
 from _vllm_gates.errors import GatesError

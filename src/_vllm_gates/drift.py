@@ -1,4 +1,4 @@
-"""`gates upstream-drift --to VERSION` (issue 13, item 5): what changed in upstream between the pin and another release.
+"""`gates upstream-drift --to VERSION` (docs/upstream.md, "Drift"): what changed in upstream between the pin and another release.
 
 Every upstream gate's oracle (an ``upstream.*`` adapter over vLLM's own functions) is asked the same inputs, its
 named cases and examples drawn from its strategy with a fixed seed, once under the pinned release and once under
@@ -13,9 +13,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from _vllm_gates.config import Config
 from _vllm_gates.errors import GatesError

@@ -1,4 +1,4 @@
-"""One side of `gates upstream-drift` (issue 13, item 5): answers the upstream gates' oracle calls under one release.
+"""One side of `gates upstream-drift` (docs/upstream.md, "Drift"): answers the upstream gates' oracle calls under one release.
 
 Run as ``python -m _vllm_gates.drift_probe`` with the release's folder first on ``PYTHONPATH`` (or none: the
 environment's own install). It reads one JSON request on stdin, ``{root, allowed_roots, package, calls: [{target,

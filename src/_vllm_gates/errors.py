@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 
 class GatesError(Exception):
-    """The base of every error kind the engine raises (issue 27 item 3); `except GatesError` catches the engine's
+    """The base of every error kind the engine raises (docs/architecture.md); `except GatesError` catches the engine's
     own errors, never one raised by the code under gate. Internal control flow (checks._StopShrinking, a
     BaseException on purpose, and plain._Irregular) is not an error kind and stays outside."""
 

@@ -10,14 +10,15 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.fingerprints import GateFingerprint, changed_inputs
-from _vllm_gates.requirements import SIMULATED_DEVICE_ENV
 from _vllm_gates.reports import RUN_SCHEMA
+from _vllm_gates.requirements import SIMULATED_DEVICE_ENV
 from _vllm_gates.verdicts import RunReport, Scope, Verdict
 
 
@@ -108,7 +109,7 @@ def _gates_of(document: Mapping[str, Any], shown: str) -> list[GateEvidence]:
         answered = frozenset(count["implemented"]) if isinstance(count, dict) and count["impl"] == record["impl"] else None
         for gate in row["gates"]:
             if not gate["executed"] or gate.get("partial", False):
-                continue  # judged there on other evidence, not run, or run in part (issue 25): nothing first-hand
+                continue  # judged there on other evidence, not run, or run in part (docs/evidence.md §1): nothing first-hand
             names = gate["inputs"]
             found.append(GateEvidence(shown, gate["row"], gate["gate"], Verdict(gate["run_verdict"]), gate["run_reason"],
                                       gate["fingerprint"], {name: inputs[name] for name in names}, gate["device"],

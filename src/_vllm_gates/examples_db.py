@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,12 @@ class SharedExamples:
     database: Any
     shown: str
 
-    def for_gate(self, row: str, gate: str, impl: str) -> "GateExamples | None":
+    def for_gate(self, row: str, gate: str, impl: str) -> GateExamples | None:
         """The database under the key of one gate's properties judged on ``impl``; None where the loaded profile
         does not read a database (no reuse phase, as `gates mutate`'s profile)."""
         from hypothesis import Phase, settings
 
-        if Phase.reuse not in settings.default.phases:
+        if Phase.reuse not in settings.default.phases:  # type: ignore[union-attr]  # typed Optional; a profile is always loaded
             return None
         return GateExamples(self.database, gate_key(row, gate, impl), self.shown)
 

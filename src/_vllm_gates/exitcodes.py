@@ -1,12 +1,13 @@
 """The exit codes of `gates` and of a pytest run that collected gates (README, "Exit codes"), and the one function
-that decides a run's code from its report (issue 27, item 1): the session, partial runs and the audit only pass
+that decides a run's code from its report (README, "Exit codes"): the session, partial runs and the audit only pass
 their data in.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -49,6 +50,7 @@ _PARTIAL_FAILING = (Verdict.FAIL, Verdict.INCOMPLETE, Verdict.EMPTY)  # a select
 def exit_code(judged: RunReport | Sequence[AuditLine], session: SessionEnd = SessionEnd()) -> ExitCode:
     """The exit code of a run from what it judged (a run report, or the audit's lines) and how its session ended:
     the verdicts decide, except that an interrupt, pytest's aborts and failing tests that are not gate items count."""
+    pytest_status: int
     if session.nothing_affected:
         verdicts, pytest_status = ExitCode.OK, pytest.ExitCode.OK
     else:

@@ -3,9 +3,10 @@ report, read once; a milestone stating `mutation: S` is DONE only where its row 
 (mutation_claims.judge_strength, the first pass over a run's report)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from _vllm_gates.features import Judging, ReportPass, RunOption, hookimpl
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pluggy
 
@@ -95,7 +96,7 @@ class ReportPass:
 
     order: int
     name: str
-    apply: Callable[[Any, "Judging"], Any]
+    apply: Callable[[Any, Judging], Any]
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ def planned(plan: Any, args: argparse.Namespace, project: Any) -> Any:
 def report_passes() -> list[ReportPass]:
     """Every feature's passes over the run report, in their declared order; two with one order are refused."""
     passes = sorted(gathered("gates_report_passes"), key=lambda entry: entry.order)
-    for before, after in zip(passes, passes[1:]):
+    for before, after in zip(passes, passes[1:], strict=False):
         if before.order == after.order:
             raise ValueError(f"report passes {before.name!r} and {after.name!r} both declare order {before.order}")
     return passes

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Mapping
 
 from _vllm_gates.config import CONFIG_FILE, Config
 from _vllm_gates.model import Gate, GateFile, Row

@@ -95,7 +95,7 @@ def _feed_points(reader: Reader, body: YMap, key: str, layer: str | None) -> tup
     before = len(reader.problems)
     patterns, places = reader.string_list(body, "feed_points", key, TAP_NAME)
     prefix = layer.split(LAYER_INDEX)[0] if layer else None
-    for index, (pattern, place) in enumerate(zip(patterns, places)):
+    for index, (pattern, place) in enumerate(zip(patterns, places, strict=True)):
         if prefix and pattern.startswith(prefix) and LAYER_INDEX not in pattern:
             reader.problem(place, f"{key}[{index}]", f"pattern {show(pattern)} names a point inside the layers "
                                                      f"({show(layer)}) without the layer index {LAYER_INDEX}: a feed "

@@ -4,12 +4,15 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, TypeVar
+from typing import TypeVar
 
 from _vllm_gates.agreement import disagreements
 from _vllm_gates.case_tensors import CaseTensors
+from _vllm_gates.config import is_absolute, outside_root
+from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
 from _vllm_gates.gate_taps import read_taps
 from _vllm_gates.model import BrokenGate, Case, Gate, GateFile, KnownBad, KnownGood, Operation, Properties, Raises, Roadmap, Row, TargetRef
@@ -18,8 +21,6 @@ from _vllm_gates.patterns import files_matching, pattern_parts
 from _vllm_gates.policies import TOLERANCE_POLICIES, Policy, read_policy
 from _vllm_gates.roadmap import ROW_ID
 from _vllm_gates.specdoc import REQUIREMENT_ID, requirements_in
-from _vllm_gates.config import is_absolute, outside_root
-from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.upstream_legs import ORACLE_ONLY, CaseRoute, LegParts, case_route, legs
 from _vllm_gates.yamlsource import YList, YMap, file_kind, load_yaml, location_of
 
@@ -118,7 +119,7 @@ def _cases(reader: GateReader, gate: YMap, key: str, has_oracle: bool, routes: d
     if "cases" not in gate:
         return []
     cases_map = reader.mapping(gate["cases"], f"{key}.cases", location_of(gate, "cases"))
-    out = []
+    out: list[Case] = []
     if cases_map is None:
         return out
     places, outside = cases_map.key_locations, cases_map.location
@@ -181,8 +182,8 @@ def _properties(reader: GateReader, gate: YMap, key: str, has_oracle: bool, oper
     reader.keys(body, f"{key}.properties", set() if conventional else {"strategy"}, {"strategy", "max_examples", "min_value_share"})
     if not has_oracle:
         reader.problem(where, f"{key}.properties", "properties compare impl with the oracle: the gate needs an `oracle`")
-    strategy = by_convention(reader, operation, "strategy", where) if conventional else \
-        _target(reader, body, "strategy", f"{key}.properties.strategy")  # type: ignore[arg-type]
+    strategy = by_convention(reader, operation, "strategy", where) if conventional and operation is not None else \
+        _target(reader, body, "strategy", f"{key}.properties.strategy")
     max_examples = reader.positive_int(body, "max_examples", f"{key}.properties.max_examples", 100)
     share = body.get("min_value_share", 0.0)
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
@@ -202,8 +203,10 @@ def _known(reader: GateReader, gate: YMap, key: str, field: str, make: Callable[
     if isinstance(gate[field], YList) and operation is not None and reader.anchor is not None:
         return _known_by_convention(reader, gate[field], f"{key}.{field}", label, make, operation)
     body = reader.mapping(gate[field], f"{key}.{field}", location_of(gate, field))
+    if body is None:
+        return []
     out = []
-    for name in body or {}:
+    for name in body:
         entry_key = f"{key}.{field}.{name}"
         if not isinstance(name, str) or not CASE_NAME.match(name):
             reader.problem(location_of(body, name), entry_key, f"{label} name {show(name)} must match {CASE_NAME.pattern}")
@@ -223,7 +226,7 @@ def _known_by_convention(reader: GateReader, names: YList, key: str, label: str,
             reader.problem(where, f"{key}[{index}]", f"{label} name {show(name)} must match {CASE_NAME.pattern} "
                                                      "and be listed once")
             continue
-        out.append(make(name, by_convention(reader, operation, name, where), where))  # type: ignore[arg-type]
+        out.append(make(name, by_convention(reader, operation, name, where), where))
     return out
 
 
@@ -310,11 +313,11 @@ def _gate(reader: GateReader, body: YMap, key: str, context: RowContext) -> tupl
         reader.problem(location_of(body, "milestone"), f"{key}.milestone",
                        f"milestone {show(milestone)} is not a milestone of {context.row.id} (milestones: {known})")
     covers, cover_places = reader.string_list(body, "covers", f"{key}.covers", REQUIREMENT_ID, non_empty=True)
-    for requirement, place in zip(covers, cover_places):
+    for requirement, place in zip(covers, cover_places, strict=True):
         if context.declared is not None and requirement not in context.declared:
             reader.problem(place, f"{key}.covers", f"requirement {show(requirement)} is not declared in {context.spec}")
     markers, marker_places = reader.string_list(body, "markers", f"{key}.markers", non_empty=True)
-    for marker, place in zip(markers, marker_places):
+    for marker, place in zip(markers, marker_places, strict=True):
         if marker not in reader.markers:
             reader.problem(place, f"{key}.markers", f"unknown marker {show(marker)} (accepted: {', '.join(reader.markers)})")
     oracle = _target(reader, body, "oracle", f"{key}.oracle") if "oracle" in body else None
@@ -402,8 +405,8 @@ def _timeout(reader: GateReader, body: YMap, key: str) -> float | None:
 
 
 def _strength(reader: GateReader, body: YMap, key: str, policy: Policy | None) -> float | None:
-    """`strength:` the noise, as a share of the expected RMS in (0, 1], that the tolerance audit adds (issue 29 item
-    5); only on a gate whose `compare:` is a policy with a tolerance."""
+    """`strength:` the noise, as a share of the expected RMS in (0, 1], that the tolerance audit adds (docs/gate-files.md,
+    "The strength audit of a tolerance"); only on a gate whose `compare:` is a policy with a tolerance."""
     if "strength" not in body:
         return None
     value, where = body["strength"], location_of(body, "strength")
@@ -482,7 +485,7 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
     title = reader.string(top, "title", "title") or ""
     spec = reader.string(top, "spec", "spec")
     sources, source_places = reader.string_list(top, "sources", "sources")
-    for index, (pattern, place) in enumerate(zip(sources, source_places)):
+    for index, (pattern, place) in enumerate(zip(sources, source_places, strict=True)):
         why = _source_outside(pattern) or _shared_source_unmatched(root, pattern, share)
         if why:
             reader.problem(place, f"sources[{index}]", why)
@@ -501,6 +504,7 @@ def load_gate_file(path: Path, root: Path, roadmap: Roadmap | None, markers: tup
         reader.problems.extend(disagreements(gates, reader.operations, ops_shown, error_kinds))
     if any(id(problem) not in in_gates for problem in reader.problems) or (broken and not per_gate):
         raise DefinitionError(reader.problems)
+    assert row_id is not None and spec is not None  # required keys: missing or malformed, they raised above
     return GateFile(shown, row_id, title, spec, tuple(sources), tuple(gates), location_of(top, "row"), folder, operations,
                     _broken_gates(broken, {gate.id for gate in gates}))
 
@@ -521,7 +525,7 @@ def _read_gates(reader: GateReader, top: YMap, context: RowContext, seen: dict[s
     """The gates of one file's `gates:` (the row's file or one of its parts), each with the legs its `upstream:` adds;
     a gate with problems goes to ``broken``."""
     gate_list = top.get("gates")
-    if not isinstance(gate_list, list):
+    if not isinstance(gate_list, YList):
         reader.problem(location_of(top, "gates"), "gates", f"expected a list of gates, got {type_name(gate_list)} {show(gate_list)}")
         return
     if not gate_list:
@@ -538,7 +542,7 @@ def _read_gates(reader: GateReader, top: YMap, context: RowContext, seen: dict[s
         if len(reader.problems) > before:
             broken.append(Broken(index, body, reader.problems[before:], gate_list, reader.default_milestone or ""))
             continue
-        if gate is None:
+        if gate is None or gate_map is None:  # a gate is read only from a mapping
             continue
         seen[gate.id] = location_of(gate_map, "id")
         gates.append(gate)
@@ -552,7 +556,7 @@ def _parts(reader: GateReader, top: YMap, folder: Path, row_id: str | None,
         return []
     names, places = reader.string_list(top, "parts", "parts", PART_NAME, non_empty=True)
     found = []
-    for index, (name, place) in enumerate(zip(names, places)):
+    for index, (name, place) in enumerate(zip(names, places, strict=True)):
         shown = f"{reader.folder}/{name}" if reader.folder else name
         if name in ("gate.yaml", "operations.yaml") or not (folder / name).is_file():
             why = "is not a file in the row's folder" if name not in ("gate.yaml", "operations.yaml") else "is not a part file"

@@ -1,18 +1,18 @@
 """`gates report --html F`: one self-contained page (inline CSS and script, nothing fetched) from a run's JSON report
-and the last mutation report (issue 28 item 7), with a section per `gates diverge --json` report given
+and the last mutation report (docs/reports.md), with a section per `gates diverge --json` report given
 (divergence_page). Both are read defensively: a missing or malformed part is said on the page, every value is
 escaped, and long lists and diffs are cut with a count of what was cut."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from _vllm_gates.divergence_page import STYLE as DIVERGE_STYLE
-from _vllm_gates.divergence_page import DivergeReport, diverge_section
-from _vllm_gates.mutation_evidence import MUTATION_SCHEMA
+from _vllm_gates.divergence_page import STYLE as DIVERGE_STYLE, DivergeReport, diverge_section
+from _vllm_gates.mutate_report import MUTATION_SCHEMA
 from _vllm_gates.reports import RUN_SCHEMA
 
 MAX_ITEMS_PER_GATE = 200
@@ -130,7 +130,7 @@ def run_section(run: Source) -> str:
         return _absent("run", "Gates", "No run report", run)
     doc = run.document
     items = _list(doc.get("items"))
-    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    meta = written if isinstance(written := doc.get("meta"), dict) else {}
     head = (f'<p>{_text(run.shown)}: exit {_text(doc.get("exit_code"))}, {int(_number(doc.get("checks")))} checks, '
             f'marker {_text(meta.get("markexpr"))}</p>')
     return _section("run", "Gates", head, (_row(r, items) for r in _list(doc.get("rows"))))

@@ -1,4 +1,4 @@
-"""An implementation that cannot be used, told once (issues 25 and 26): its build fails, its worker command cannot
+"""An implementation that cannot be used, told once, not per gate: its build fails, its worker command cannot
 start, or a setting named in `file-settings` names no readable file. Each is one definition error at the line of
 that setting in pyproject.toml; every gate judged with the implementation is ERROR with a one-line pointer to it.
 """

@@ -7,8 +7,9 @@ language-neutral kinds of `[tool.vllm-gates.error-kinds]`, to which the Python p
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from _vllm_gates.claims import Claim, read_claims
 from _vllm_gates.errors import Location

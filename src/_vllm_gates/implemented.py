@@ -1,4 +1,4 @@
-"""How much of a row the judged implementation answers (issue 25, item 4): "myport: 2/17 operations implemented".
+"""How much of a row the judged implementation answers (docs/gating-a-port.md): "myport: 2/17 operations implemented".
 
 M is the operations the row's gates name (`operation:`); N those of them the implementation answers: all of them for
 the python port (each operation has its Python binding), for an external one those its worker listed at the
@@ -6,8 +6,9 @@ handshake (docs/worker-protocol.md §12) and did not answer `not-implemented` wh
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from _vllm_gates.implementations import PYTHON
 from _vllm_gates.model import GateFile
@@ -34,8 +35,8 @@ def count_operations(gate_file: GateFile, impl: str, listed: frozenset[str] | No
                           python_only)
 
 
-def with_operation_counts(report: "RunReport", gate_files: Mapping[str, GateFile], impl: str,
-                          listed: Mapping[str, frozenset[str]] | None) -> "RunReport":
+def with_operation_counts(report: RunReport, gate_files: Mapping[str, GateFile], impl: str,
+                          listed: Mapping[str, frozenset[str]] | None) -> RunReport:
     """Each row's operation count, where it is known: the python port's always; an external implementation's for
     the rows whose worker this run asked (``listed``, by row)."""
     operation_of = {(gf.row, g.id): g.operation for gf in gate_files.values() for g in gf.gates}
@@ -56,7 +57,7 @@ def with_operation_counts(report: "RunReport", gate_files: Mapping[str, GateFile
     return replace(report, rows=tuple(rows))
 
 
-def answered_on_evidence(assessed: Mapping[tuple[str, str], list["Assessed"]]) -> dict[str, frozenset[str]]:
+def answered_on_evidence(assessed: Mapping[tuple[str, str], list[Assessed]]) -> dict[str, frozenset[str]]:
     """By row, the operations an earlier run's worker answered, from a report that holds usable evidence for a gate of
     the row: the same fingerprint, so the same build of the same implementation and the same gate file (`gates
     verdict` runs no worker to ask)."""
@@ -68,7 +69,7 @@ def answered_on_evidence(assessed: Mapping[tuple[str, str], list["Assessed"]]) -
     return found
 
 
-def with_claims_hints(report: "RunReport", impl: str) -> "RunReport":
+def with_claims_hints(report: RunReport, impl: str) -> RunReport:
     """A row whose claim an external implementation misses only for want of operations (each unmet claim of it
     NOT-IMPLEMENTED) says so, and names the key of pyproject.toml that states the implementation's own claim
     (docs/gating-a-port.md, "Your port's own claims"). Run after ``with_operation_counts``."""
@@ -85,9 +86,9 @@ def with_claims_hints(report: "RunReport", impl: str) -> "RunReport":
     return replace(report, rows=tuple(rows))
 
 
-def _claims_hint(row: "RowReport", impl: str, unmet: list["ClaimResult"]) -> str:
+def _claims_hint(row: RowReport, impl: str, unmet: list[ClaimResult]) -> str:
     """What ``impl`` lacks of the row, and the claims entry that would state its own claim for it."""
-    from _vllm_gates.config import SECTION, toml_key
+    from _vllm_gates.tomlsource import SECTION, toml_key
 
     count = row.operations
     lacks = []

@@ -4,8 +4,8 @@ import it is read from the refusal targets.resolve writes (`cannot import module
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from _vllm_gates.errors import DefinitionError
 

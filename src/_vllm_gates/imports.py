@@ -1,4 +1,5 @@
-"""The one scanner of Python imports, used by independence contracts and by a gate's inputs (issue 27 item 3).
+"""The one scanner of Python imports, used by independence contracts and by a gate's inputs
+(one reading, so the two never disagree).
 
 It reads a parsed module and names every module it imports, as an absolute dotted name: `import a.b`, `from a
 import b` (as `a` and `a.b`: b may be a submodule), relative imports resolved against the module's package,

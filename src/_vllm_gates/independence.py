@@ -9,9 +9,9 @@ ones that climb above the top-level package), imports inside functions or `if TY
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from _vllm_gates.imports import imports_in, module_of
 from _vllm_gates.model import GateFile

@@ -5,22 +5,24 @@ Each item leaves a typed record of what it checked in ``item.stash``; the plugin
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 
 from _vllm_gates import checks
 from _vllm_gates.checks import GateBroken, Mismatch, ResolvedGate, Subject
-from _vllm_gates.worker_pool import AHEAD_REQUESTS
 from _vllm_gates.errors import DefinitionError, GatesError, Problem
-from _vllm_gates.model import Case, KnownBad, KnownGood
-from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
+from _vllm_gates.examples_db import SharedExamples
 from _vllm_gates.implementations import PYTHON
-from _vllm_gates.render import render_case, render_value
+from _vllm_gates.model import Case, KnownBad, KnownGood
 from _vllm_gates.outcomes import NotImplementedBy, SkipCause
+from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
+from _vllm_gates.render import render_case, render_value
 from _vllm_gates.value_agreement import ToleranceUsage
+from _vllm_gates.worker_pool import AHEAD_REQUESTS
 
 
 class ItemKind(str, Enum):
@@ -56,7 +58,7 @@ class ItemRecord:
     values: int = 0  # properties: examples where impl and oracle both gave a value that was compared
     agreed_errors: int = 0  # properties: examples where both raised errors that agree
     rejected_item: str = ""  # a known-bad's or the audit's: the case (its name) or "properties" that rejected it
-    tolerance_used: float | None = None  # a policy's passing comparisons: the most of its tolerance one used (issue 29)
+    tolerance_used: float | None = None  # a policy's passing comparisons: the most of its tolerance one used (docs/numeric-gates.md §4)
     tolerance_at: Mapping[str, str] | None = None  # where: {"where": case or example, "output": path, "dtype": ...}
     excused: int = 0  # the tokens policy: near-tie positions its passing comparisons excused
     strength: Mapping[str, Any] | None = None  # the tolerance audit's finding (tolerance_audit.StrengthFinding.to_data)
@@ -65,7 +67,7 @@ class ItemRecord:
 RECORD = pytest.StashKey[ItemRecord]()
 SKIP_CAUSE = pytest.StashKey[SkipCause]()  # why the item is skipped, as data (the skip's reason is its text)
 RUN_SEED = pytest.StashKey[RunSeed]()  # the run's seed (plugin.pytest_configure), in the config's stash
-EXAMPLES = pytest.StashKey["SharedExamples | None"]()  # the run's example database (plugin.pytest_configure), if any
+EXAMPLES = pytest.StashKey[SharedExamples | None]()  # the run's example database (plugin.pytest_configure), if any
 
 
 class KnownBadPassed(GatesError):
@@ -136,7 +138,7 @@ class GateItem(pytest.Item):
         """pytest's short traceback of what broke the gate; Python's own where pytest cannot render a frame (an
         interrupt can leave one without a line number), so a report never fails in the making."""
         try:
-            return str(super().repr_failure(pytest.ExceptionInfo.from_exc_info((type(cause), cause, cause.__traceback__)), style="short"))
+            return str(super().repr_failure(pytest.ExceptionInfo.from_exc_info((type(cause), cause, cause.__traceback__)), style="short"))  # type: ignore[arg-type]  # no traceback: the fallback below
         except Exception:
             import traceback
 
@@ -145,7 +147,7 @@ class GateItem(pytest.Item):
 
 def _render_mismatch(error: Mismatch, nodeid: str, drawn: str, replay: str) -> str:
     """A mismatch's report; a generated input's also says how it was drawn and the command that draws it again
-    (the same profile and seed: the gate's examples depend on nothing else, issue 25)."""
+    (the same profile and seed: the gate's examples depend on nothing else)."""
     width = max((len(label) for label, _ in error.lines), default=5)
     lines = [f"{error.where}: {error.headline}", f"  {'input'.ljust(width)}: {render_value(error.data)}"]
     lines += [f"  {label.ljust(width)}: {text}" for label, text in error.lines]
@@ -264,7 +266,7 @@ class ToleranceTooWide(GatesError):
 
 
 class StrengthItem(GateItem):
-    """The tolerance audit of a gate whose `compare:` policy has a tolerance (issue 29 item 5): passes when every
+    """The tolerance audit of a gate whose `compare:` policy has a tolerance (docs/numeric-gates.md §5): passes when every
     wrong answer (tolerance_audit.py) fails at least one case or generated example."""
 
     kind = ItemKind.STRENGTH

@@ -14,8 +14,8 @@ import json
 import os
 import stat
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 # linux/landlock.h; the system call numbers are the same on x86_64 and aarch64 (asm-generic)
 CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446
@@ -61,7 +61,7 @@ class Rules:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "Rules":
+    def from_json(cls, text: str) -> Rules:
         data = json.loads(text)
         return cls(tuple(data["read"]), tuple(data["list_only"]), tuple(data["write"]), data["hidden"],
                    tuple(data["write_around"]))

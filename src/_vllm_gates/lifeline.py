@@ -1,4 +1,4 @@
-"""Workers die with their judge (issue 25, item 7): a watcher process ends every process of the judge's run once the
+"""Workers die with their judge (docs/worker-protocol.md §2.1): a watcher process ends every process of the judge's run once the
 judge's end of a pipe closes, which the kernel does however the judge ends, SIGKILL included.
 
 On Linux each process the judge starts carries ``VLLM_GATES_LIFELINE=<token>`` in its environment, and whatever

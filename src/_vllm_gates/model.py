@@ -157,7 +157,7 @@ class Gate:
     operation: str | None = None  # the row's operation the impl side is (operations.yaml); None: a Python target only
     leg_of: str | None = None  # the gate whose `upstream:` leg this is (upstream_legs.py); None: a gate as written
     deviations: tuple[str, ...] = ()  # a deviation leg: the declared deviations (spec/deviations.yaml) it checks
-    policy: Policy | None = None  # `compare: {policy: ...}`: how arrays in results are compared (policies.py, issue 29)
+    policy: Policy | None = None  # `compare: {policy: ...}`: how arrays in results are compared (policies.py)
     strength: float | None = None  # `strength:`: the noise (share of the RMS) the tolerance audit adds (tolerance_audit.py)
     known_good: tuple[KnownGood, ...] = ()  # `known_good:`: implementations the gate must pass (docs/gate-files.md)
     taps: Taps | None = None  # `taps:`: a model gate `gates diverge` can open (docs/divergence.md)
@@ -174,7 +174,7 @@ class Gate:
 
 @dataclass(frozen=True)
 class Limit:
-    """A bound an operation declares (operations.yaml `limits:`, issue 25): the place in a case it applies to
+    """A bound an operation declares (operations.yaml `limits:`, docs/gate-files.md): the place in a case it applies to
     (`input.<path>`, `output` or `output.<path>`), the bound as written and its value, and which side it bounds."""
 
     name: str
@@ -190,7 +190,7 @@ class Limit:
 
 @dataclass(frozen=True)
 class BrokenGate:
-    """A gate whose definition has problems (issue 25): its label (its id, or `gates[N]` where the id cannot be
+    """A gate whose definition has problems (one gate broken, not its row): its label (its id, or `gates[N]` where the id cannot be
     used), where it is written, its milestone as written ("" when unreadable) and its problems. It is ERROR; the
     file's other gates still run."""
 
@@ -241,7 +241,7 @@ class Milestone:
     title: str
     state: str
     claimed_by: str | None = None  # the implementation whose own claim the state is (None: the roadmap's; claims.py)
-    mutation: float | None = None  # `mutation: 0.9`: DONE needs a mutation score at least this (issue 28 item 5)
+    mutation: float | None = None  # `mutation: 0.9`: DONE needs a mutation score at least this (docs/reports.md)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""`gates mutate [ROW…]` (issue 28 items 1-5): mutants of the implementation files a row's `sources:` names, each
+"""`gates mutate [ROW…]` (docs/mutation.md): mutants of the implementation files a row's `sources:` names, each
 judged by the gates whose items execute its line, in one warm pytest session per row (docs/mutation.md).
 
 The session (mutate_session) first runs each gate unmutated, recording the lines of those files its items execute
@@ -21,33 +21,45 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from _vllm_gates import mutate_hook
 from _vllm_gates.config import Config
 from _vllm_gates.errors import GatesError
+from _vllm_gates.evidence import read_report
 from _vllm_gates.implementations import PYTHON
+from _vllm_gates.model import GateFile
+from _vllm_gates.mutate_annotations import survivor_annotations
 from _vllm_gates.mutate_cpp import cpp_mutants
 from _vllm_gates.mutate_cpp_build import MutantBuilds, MutantDoesNotBuild
 from _vllm_gates.mutate_cpp_files import cpp_files_for_row, gates_reaching
-from _vllm_gates.model import GateFile
+from _vllm_gates.mutate_incremental import CompileMemo, engine_identity, gate_fingerprints, reaching_gates, tree_identity, verdict_holds
 from _vllm_gates.mutate_operators import Mutant, family, mutants
-from _vllm_gates.mutate_incremental import (CompileMemo, engine_identity, gate_fingerprints, reaching_gates, tree_identity,
-                                           verdict_holds)
-from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, MutationRowReport, earlier_rows, load_equivalents,
-                                       stale_equivalents, summary_lines, survivor_lines, write_report)
-from _vllm_gates.evidence import read_report
-from _vllm_gates.mutate_annotations import survivor_annotations
+from _vllm_gates.mutate_report import (
+    EQUIVALENTS_FILE,
+    MUTATION_SCHEMA,
+    NOT_RUN_HERE,
+    Earlier,
+    MutationError,
+    MutationRowReport,
+    earlier_rows,
+    load_equivalents,
+    stale_equivalents,
+    summary_lines,
+    survivor_lines,
+    write_report,
+)
 from _vllm_gates.mutate_schema_report import schema_report
-from _vllm_gates.reports import write_atomic
-from _vllm_gates.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint  # the one way `mutation:` claims read it too
+from _vllm_gates.mutation_evidence import sources_fingerprint  # the one way `mutation:` claims read it too
 from _vllm_gates.patterns import declared_files
 from _vllm_gates.progress import Progress
-from _vllm_gates.requirements import unmet
 from _vllm_gates.project import Project
+from _vllm_gates.reports import write_atomic
+from _vllm_gates.requirements import unmet
 from _vllm_gates.sources import gate_source_files, import_graph
 
 SESSION_END_SECONDS = 10.0  # a session that judged every mutant may take this long to end before it is killed
@@ -55,7 +67,8 @@ DETAIL_CHARS = 400  # of a compiler's refusal kept in the report
 POLL_SECONDS = 0.05  # how often a session's events are read
 FIRST_PASS_FLOOR = 300.0  # seconds the session may take to start and judge one unmutated gate, at least (4 x --timeout)
 ENGINE = "vllm-gates ast operators 1"
-CPP_ENGINE = "vllm-gates C++ token operators 1"  # mutate_cpp (docs/mutation-cpp.md)  # the generator: mutate_operators (docs/mutation.md says why not mutmut/cosmic-ray)
+CPP_ENGINE = "vllm-gates C++ token operators 1"  # mutate_cpp (docs/mutation-cpp.md)
+# the generator: mutate_operators (docs/mutation.md says why not mutmut/cosmic-ray)
 
 
 @dataclass(frozen=True)
@@ -323,7 +336,7 @@ def _reached_only_elsewhere(config: Config, gate_file: GateFile, files: list[str
     return {file: f"reached by no gate run here; imported by gates that cannot run here: {why}" for file, why in found.items()}
 
 
-def mutate_row(sessions: Sessions, project: Project, row: str, options: Options, earlier: Earlier | None,
+def mutate_row(sessions: Sessions, project: Project, row: str, options: Options, earlier: Earlier | None,  # noqa: C901 (one row's pass, its steps in order: generate, sample, reuse, judge, save)
                save: Callable[[MutationRowReport], None], memo: CompileMemo | None = None) -> MutationRowReport:
     """One row: generate, then judge every mutant not measured before in a warm session, saving after each."""
     config = project.config
@@ -445,7 +458,8 @@ def _external_specs(config: Config, gate_file: GateFile, row: str, options: Opti
         builds = MutantBuilds(config.root, implementation, config.root / "build" / "mutants" / options.impl)
     except GatesError as error:
         raise MutationError(f"--impl {options.impl}: {error}") from None
-    clock, specs = time.monotonic(), []
+    clock = time.monotonic()
+    specs: list[dict[str, Any]] = []
     for mutant in left:
         if options.budget is not None and time.monotonic() - clock > options.budget:
             print(f"{row}: --budget {options.budget:g} s spent building mutants: {len(left) - len(specs)} not judged")

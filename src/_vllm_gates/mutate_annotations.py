@@ -2,7 +2,8 @@
 annotation format a pull request's review shows on the changed lines (docs/mutation.md, "Changed lines")."""
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 
 def _escaped(text: str, in_property: bool = False) -> str:

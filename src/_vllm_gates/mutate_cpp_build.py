@@ -1,4 +1,4 @@
-"""Each C++ mutant built once (issue 28 item 6): a private copy of the implementation's sources, built once; per
+"""Each C++ mutant built once (docs/mutation-cpp.md, "The build cache"): a private copy of the implementation's sources, built once; per
 mutant its file is written into the copy, the build commands rerun (an incremental build recompiles what changed
 and relinks), the executable kept under ``cache_dir/mutants/<key>/`` and the file restored. The key hashes the
 implementation's build identity (its sources, commands, environment), the file and the mutated text, so a mutant
@@ -12,9 +12,9 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from _vllm_gates.builds import identity, source_files
 from _vllm_gates.errors import GatesError

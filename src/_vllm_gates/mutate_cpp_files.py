@@ -1,4 +1,4 @@
-"""Which C++ files a row's mutants come from, and which gates can reach each (issue 28 item 6). C++ has no line
+"""Which C++ files a row's mutants come from, and which gates can reach each (docs/mutation-cpp.md). C++ has no line
 tracer here, so reach is static: the files that register the row's operations (`GATES_*OPERATION("name", ...)`), and
 every file defining a function they call, found through the headers they include, transitively. The protocol driver's
 own files (a `driver/` folder) are never mutated: a row's score measures its own port code."""

@@ -1,4 +1,4 @@
-"""What `gates mutate` installs in the processes of its warm gate session (issue 28 items 1-2), through a generated
+"""What `gates mutate` installs in the processes of its warm gate session (docs/mutation.md), through a generated
 `sitecustomize` on PYTHONPATH: in each worker, as it is forked, the mutant's text served in place of one file (the
 file on disk is never edited), a record of which workers imported a mutated file (so only those are restarted for
 the next mutant), and, for the first pass, the lines of those files a gate executes. Standard library only.
@@ -11,8 +11,9 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType, ModuleType
-from typing import Any, Callable
+from typing import Any
 
 CONTROL_VARIABLE = "VLLM_GATES_MUTATION_CONTROL"  # a JSON file the session rewrites before each mutant
 PLAN_VARIABLE = "VLLM_GATES_MUTATION_PLAN"  # a JSON file: what the session (mutate_session) is to judge
@@ -83,7 +84,7 @@ class _WatchingFinder(importlib.abc.MetaPathFinder):
                 handle.write(f"worker {os.getpid()} importing {origin}: {type(error).__name__}: {error}\n")
             raise
         mutant = now.get("mutant")
-        if mutant and origin == os.path.realpath(mutant["path"]):
+        if mutant and spec is not None and origin == os.path.realpath(mutant["path"]):
             spec.loader = _MutantLoader(origin, mutant["source"], mutant["failed"])
             spec.cached = None
         return spec

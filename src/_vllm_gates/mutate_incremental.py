@@ -12,8 +12,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from _vllm_gates.config import Config
 from _vllm_gates.fingerprints import Fingerprinter

@@ -1,4 +1,4 @@
-"""Mutants of one Python source text (issue 28 item 1): the standard operator families, applied as text splices at
+"""Mutants of one Python source text (docs/mutation.md, "The operators"): the standard operator families, applied as text splices at
 `ast` positions so the rest of the file keeps its bytes; deterministic order (line, column, operator).
 
 Families (docs/mutation.md): arithmetic, comparison and boolean operator swaps, constant +1/-1/0 and True/False,
@@ -11,8 +11,8 @@ import ast
 import difflib
 import hashlib
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 _ARITH = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "//"), ast.Div: ("/", "*"),
           ast.FloorDiv: ("//", "*"), ast.Mod: ("%", "//"), ast.Pow: ("**", "*"), ast.LShift: ("<<", ">>"),
@@ -31,12 +31,12 @@ _DTYPE_MODULES = {"torch", "np", "numpy"}
 _DTYPE_NAMES = {"float64", "double", "float32", "float", "single", "float16", "half", "bfloat16", "longdouble",
                 "complex128", "cdouble", "complex64", "cfloat", "complex32", "chalf", "int8", "int16", "int32",
                 "int64", "uint8", "uint16", "uint32", "uint64", "short", "int", "long", "bool", "bool_"}
-_NARROWER = {"torch": {"float64": ("float32",), "double": ("float32",), "float32": ("float16", "bfloat16"),
+_NARROWER: dict[str, dict[str, tuple[str, ...]]] = {"torch": {"float64": ("float32",), "double": ("float32",), "float32": ("float16", "bfloat16"),
                        "float": ("float16", "bfloat16"), "complex128": ("complex64",), "cdouble": ("complex64",)},
              "numpy": {"float64": ("float32",), "double": ("float32",), "float32": ("float16",),
                        "single": ("float16",), "longdouble": ("float64",), "complex128": ("complex64",)}}
 _NARROWER["np"] = _NARROWER["numpy"]
-_NARROWER_TEXT = {"float64": ("float32",), "float32": ("float16",), "complex128": ("complex64",)}  # "float32" names
+_NARROWER_TEXT: dict[str, tuple[str, ...]] = {"float64": ("float32",), "float32": ("float16",), "complex128": ("complex64",)}  # "float32" names
 _CAST_METHODS = {"float", "half", "bfloat16", "double"}  # `x.float()`: no argument, a cast of its own
 _DTYPE_CASTS = {"to", "type", "astype"}  # `x.to(dtype)`: a cast when its argument is a dtype
 
@@ -98,7 +98,7 @@ def mutants(file: str, text: str, lines: set[int] | None = None,
         index = counts.get((splice.line, splice.operator), 0)
         counts[(splice.line, splice.operator)] = index + 1
         diff = "".join(difflib.unified_diff(raw, mutated.splitlines(keepends=True), f"a/{file}", f"b/{file}", n=1))
-        changed = [l for l in diff.splitlines()[2:] if l[:1] in "+-"]
+        changed = [row for row in diff.splitlines()[2:] if row[:1] in "+-"]
         where = functions.get(splice.line, "<module>")
         digest = hashlib.sha256("\n".join([file, where, splice.operator, *changed]).encode()).hexdigest()
         found.append(Mutant(file, splice.line, splice.operator, index, mutated, diff, digest))
@@ -195,6 +195,14 @@ def _skipped_nodes(tree: ast.Module) -> set[int]:
 
 
 def _node_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
+    """The mutants of one node: an operator or constant it holds, then what is done to it as a statement or a call."""
+    yield from _operator_splices(node, raw)
+    yield from _constant_splices(node)
+    yield from _statement_splices(node, raw)
+
+
+def _operator_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
+    """An arithmetic, comparison or boolean operator swapped, or a `not` dropped."""
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
         old, new = _ARITH[type(node.op)]
         found = _operator_in_gap(raw, node.left, node.right, old, new, f"arith {old} -> {new}")
@@ -207,7 +215,7 @@ def _node_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
             yield found
     elif isinstance(node, ast.Compare):
         left = node.left
-        for op, right in zip(node.ops, node.comparators):
+        for op, right in zip(node.ops, node.comparators, strict=True):
             old, new = _COMPARE[type(op)]
             found = _operator_in_gap(raw, left, right, old, new, f"compare {old} -> {new}")
             if found:
@@ -215,19 +223,28 @@ def _node_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
             left = right
     elif isinstance(node, ast.BoolOp):
         old, new = _BOOL[type(node.op)]
-        for left, right in zip(node.values, node.values[1:]):
+        for left, right in zip(node.values, node.values[1:], strict=False):
             found = _operator_in_gap(raw, left, right, old, new, f"boolean {old} -> {new}")
             if found:
                 yield found
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         yield _Splice(node.lineno, _start(node), _end(node), _segment(raw, _start(node.operand), _end(node.operand)),
                       "boolean drop not")
-    elif isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.lineno == node.end_lineno:
+
+
+def _constant_splices(node: ast.AST) -> Iterator[_Splice]:
+    """A number moved by one or made 0, a boolean negated."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool) \
+            and node.lineno == node.end_lineno:
         for name, value in (("+1", node.value + 1), ("-1", node.value - 1), ("0", 0)):
             if value != node.value:
                 yield _Splice(node.lineno, _start(node), _end(node), repr(value), f"constant {name}")
     elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
         yield _Splice(node.lineno, _start(node), _end(node), repr(not node.value), "constant not")
+
+
+def _statement_splices(node: ast.AST, raw: list[str]) -> Iterator[_Splice]:
+    """A condition negated, a statement dropped, a return made `return None`, an index, cast or dtype moved."""
     if isinstance(node, (ast.If, ast.While, ast.IfExp)):
         test = node.test
         yield _Splice(test.lineno, _start(test), _end(test), f"not ({_segment(raw, _start(test), _end(test))})",
@@ -282,9 +299,7 @@ def _cast_splices(node: ast.Call, raw: list[str]) -> Iterator[_Splice]:
     func, dtype = node.func, next((k for k in node.keywords if k.arg == "dtype"), None)
     method = func.attr if isinstance(func, ast.Attribute) else ""
     device = any(k.arg == "device" for k in node.keywords)
-    if method in _CAST_METHODS and not node.args and not node.keywords:
-        yield _dropped_call(node, raw, f"precision drop .{method}()")
-    elif method in _DTYPE_CASTS and not device and (
+    if method in _CAST_METHODS and not node.args and not node.keywords or method in _DTYPE_CASTS and not device and (
             (len(node.args) == 1 and _is_dtype(node.args[0])) or (not node.args and dtype is not None)):
         yield _dropped_call(node, raw, f"precision drop .{method}()")
     if dtype is not None and not (isinstance(dtype.value, ast.Constant) and dtype.value.value is None) and not (
@@ -315,7 +330,7 @@ def _dropped_keyword(node: ast.Call, keyword: ast.keyword) -> _Splice:
     elif at + 1 < len(arguments):
         start, end = _start(keyword), _start(arguments[at + 1])
     else:
-        start, end = _start(keyword), (node.end_lineno, node.end_col_offset - 1)  # up to the closing `)`
+        start, end = _start(keyword), (_end(node)[0], _end(node)[1] - 1)  # up to the closing `)`
     return _Splice(keyword.lineno, start, end, "", "precision drop dtype=")
 
 

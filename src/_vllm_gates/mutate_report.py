@@ -1,12 +1,13 @@
-"""The mutation report (`vllm-gates/mutation/1`, issue 28 items 2-4): its records, the kill matrix, the declared
+"""The mutation report (`vllm-gates/mutation/1`, docs/mutation.md): its records, the kill matrix, the declared
 equivalent mutants with their staleness, resuming from an earlier report, and what `gates mutate` prints.
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -216,9 +217,9 @@ def summary_lines(row: MutationRowReport, seconds: float) -> list[str]:
         by, outcome = entry["killed_by"], entry.get("outcome")
         lines.append(f"  known-bad {entry['gate']}/{entry['name']}: " + (
             f"rejected by {by['gate']} {by['item']}" if by else "NOT rejected" if outcome == "failed" else f"{outcome}"))
-    for gate, items in row.unmutated_failures.items():
-        lines.append(f"  gate {gate}: {len(items)} item(s) fail without any mutant, never counted as kills: "
-                     + ", ".join(items))
+    for gate_id, failing in row.unmutated_failures.items():
+        lines.append(f"  gate {gate_id}: {len(failing)} item(s) fail without any mutant, never counted as kills: "
+                     + ", ".join(failing))
     for stale in row.stale_equivalents:
         lines.append(f"  stale equivalent entry {stale['id']}: its mutated code no longer exists (not trusted)")
     return lines

@@ -3,8 +3,9 @@ and other mutation tools read (docs/mutation.md, "The report in the shared schem
 and its mutants, each with its place, operator family, status and the gates that killed or ran it."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from _vllm_gates.mutate_operators import family
 
@@ -25,7 +26,7 @@ def location(mutant: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     line = int(mutant["line"])
     if len(old) == 1 and len(new) == 1:
         before, after = old[0], new[0]
-        prefix = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+        prefix = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), min(len(before), len(after)))
         suffix = 0
         while suffix < min(len(before), len(after)) - prefix and before[-1 - suffix] == after[-1 - suffix]:
             suffix += 1

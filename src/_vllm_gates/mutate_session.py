@@ -1,4 +1,4 @@
-"""The warm session of `gates mutate` (issue 28 items 1-4, docs/mutation.md): one pytest session of a row's gate file
+"""The warm session of `gates mutate` (docs/mutation.md, "How a mutant is judged"): one pytest session of a row's gate file
 judges the unmutated gates once, then every mutant in turn with the items it collected once, restarting only the
 workers that imported a mutated file (mutate_hook notes which did).
 
@@ -114,7 +114,7 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
         known.append({"gate": item.identity.gate, "name": item.name.removeprefix("known_bad[").removesuffix("]"),
                       "outcome": found.status,
                       "killed_by": {"gate": item.identity.gate, "item": record.rejected_item or item.name,
-                                    "detail": record.rejected_by[:DETAIL_CHARS]} if rejected else None})
+                                    "detail": record.rejected_by[:DETAIL_CHARS]} if rejected and record is not None else None})
     return {"passing": passing, "failing": {g: names for g, names in failing.items() if names}, "reached": reached,
             "known_bads": known, "seconds": seconds}
 

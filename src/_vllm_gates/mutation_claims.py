@@ -1,10 +1,10 @@
-"""Claims that require strength (issue 28 item 5): a milestone stating `mutation: 0.9` is DONE only when a mutation
+"""Claims that require strength (docs/reports.md): a milestone stating `mutation: 0.9` is DONE only when a mutation
 report of its row, measured on the sources as they are now, scored at least that."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
 
 from _vllm_gates.model import Roadmap
 from _vllm_gates.mutation_evidence import RowStrength, read_mutation_report, row_strengths, sources_fingerprint

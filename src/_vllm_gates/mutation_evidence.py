@@ -1,14 +1,15 @@
 """A mutation run's report (`gates mutate`, schema vllm-gates/mutation/1) read as evidence of each row's strength.
 
-Issue 28 item 5: a row's score counts only for the sources it was measured on, so each row carries the fingerprint
+A row's score counts only for the sources it was measured on (docs/reports.md), so each row carries the fingerprint
 of the files its mutants were made from; ``sources_fingerprint`` computes it the same way for the tree as it is now.
 """
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.evidence import read_report
@@ -31,7 +32,7 @@ class RowStrength:
     killed: int
     counted: int  # generated - equivalent - not_compiling - not_run_here: the score's denominator
     score: float | None  # None: no mutant counted
-    survivors: tuple[str, ...]  # the survivors' fingerprints (issue 28 item 5)
+    survivors: tuple[str, ...]  # the survivors' fingerprints
 
     def describe(self) -> str:
         shown = "no score" if self.score is None else f"{self.score:.2f}"
@@ -96,5 +97,5 @@ def sources_fingerprint(root: Path, files: tuple[str, ...] | list[str]) -> str:
             content = hashlib.sha256((root / relative).read_bytes()).hexdigest()
         except OSError:
             content = MISSING_FILE
-        digest.update(f"{relative}\0{content}\n".encode("utf-8"))
+        digest.update(f"{relative}\0{content}\n".encode())
     return digest.hexdigest()

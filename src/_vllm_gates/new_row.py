@@ -14,10 +14,11 @@ from string import Template
 
 import yaml
 
-from _vllm_gates.config import SECTION, Config
+from _vllm_gates.config import Config
 from _vllm_gates.errors import GatesError
 from _vllm_gates.operations import FILE_NAME as OPERATIONS_FILE
 from _vllm_gates.roadmap import ROW_ID
+from _vllm_gates.tomlsource import SECTION
 
 TEMPLATES = Path(__file__).resolve().parent / "templates" / "new_row"
 IMPL_PACKAGE = "impl"  # the Python port's package, as docs/gating-a-port.md lays a row out

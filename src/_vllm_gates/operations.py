@@ -1,7 +1,7 @@
 """A row's interface file, `operations.yaml` beside its gate file: the operations its gates call, language-neutral.
 
 Each operation names what it takes and returns as plain data (with C types where the C ABI has them), the error
-kinds it raises with the facts their messages carry, the bounds its cases must reach (`limits:`, issue 25), and the
+kinds it raises with the facts their messages carry, the bounds its cases must reach (`limits:`), and the
 Python port's binding (docs/gating-a-port.md).
 """
 from __future__ import annotations
@@ -73,6 +73,8 @@ def _limits(reader: Reader, body: YMap, key: str) -> tuple[Limit, ...]:
     """`limits: {NAME: {at: input.PATH | output[.PATH], max: BOUND} | {at: ..., min: BOUND}}`; BOUND an integer or
     one of NAMED_BOUNDS. A first key under `input.`/`output.` must be one the operation's input/output map declares."""
     table = reader.mapping(body["limits"], f"{key}.limits", location_of(body, "limits"))
+    if table is None:
+        return ()
     found: list[Limit] = []
     for name, limit in (table or {}).items():
         limit_key, place = f"{key}.limits.{name}", location_of(table, name)
@@ -132,6 +134,7 @@ def load_operations(path: Path, shown: str, row: str | None, anchor: str | None)
     found: list[Operation] = []
     table = reader.mapping(top["operations"], "operations", location_of(top, "operations")) if "operations" in top else None
     for name, body in (table or {}).items():
+        assert table is not None  # the loop runs over it
         where = location_of(table, name)
         if not isinstance(name, str) or not OPERATION_NAME.match(name):
             reader.problem(where, "operations", f"operation name {show(name)} must match {OPERATION_NAME.pattern}")

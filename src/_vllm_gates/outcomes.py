@@ -1,13 +1,14 @@
-"""An item's outcome and why it was skipped, as data from where the skip arises to the verdict (issue 27, item 1).
+"""An item's outcome and why it was skipped, as data from where the skip arises to the verdict (never parsed back from its text).
 
 The sentences reports show are rendered from these (``text``); nothing reads a sentence back. A cause crosses
 pytest-xdist as plain data (``to_data`` / ``from_data``) beside the item's report.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping, Union
+from typing import Any
 
 
 class ItemOutcome(str, Enum):
@@ -46,7 +47,7 @@ class NotImplementedBy:
         return NotImplementedBy(self.impl, why)
 
 
-SkipCause = Union[RequirementUnmet, NotImplementedBy]
+SkipCause = RequirementUnmet | NotImplementedBy
 _KINDS: dict[str, type[RequirementUnmet] | type[NotImplementedBy]] = {
     "requirement-unmet": RequirementUnmet, "not-implemented": NotImplementedBy}
 

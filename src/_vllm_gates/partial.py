@@ -1,12 +1,12 @@
-"""A run that selects part of a row (`-k`, a node id, `gates run --gate/--case`; issue 25) judges only what it
+"""A run that selects part of a row (`-k`, a node id, `gates run --gate/--case`; docs/evidence.md §1) judges only what it
 selected: the gates it did not select are left out, a gate it selected in part is judged on the items that ran and
 marked partial (never evidence), claims are not judged, and the exit code (exitcodes.py) says whether the selected
 items passed.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 from _vllm_gates.verdicts import ClaimResult, GateResult, RowReport, RunReport, worst
 

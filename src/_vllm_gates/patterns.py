@@ -1,6 +1,6 @@
 """Project-relative glob patterns (`sources:`, `rows`, `specs`): one meaning wherever a pattern meets a path.
 
-pathlib's `Path.glob` meaning (issue 27 item 3; docs/gate-files.md, "Sources"): `*`, `?` and `[...]` match within
+pathlib's `Path.glob` meaning (docs/gate-files.md, "Sources"): `*`, `?` and `[...]` match within
 one part of a path, never across `/`; `**` as a whole part matches zero or more folders, and at the end of a pattern
 every file below. Files in cache folders (SKIPPED_FOLDERS) are never matched; a `**` does not enter symlinked folders.
 """
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Iterable, Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Iterable, Iterator
 
 SKIPPED_FOLDERS = frozenset({".git", "__pycache__", ".pytest_cache", ".hypothesis"})
 _WILDCARD = frozenset("*?[")

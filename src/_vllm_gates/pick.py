@@ -1,4 +1,4 @@
-"""`gates run ROW --gate ID [--gate ID…] [--case NAME…]` (issue 25): the pytest node ids of the gates and items
+"""`gates run ROW --gate ID [--gate ID…] [--case NAME…]` (docs/evidence.md §1): the pytest node ids of the gates and items
 asked for, each name checked against the row's gate file; a name it lacks is refused with the close ones."""
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from itertools import chain
-from typing import Any, NoReturn, Sequence, Union
+from typing import Any, NoReturn
 
 from _vllm_gates import tensors
 from _vllm_gates.channel import MAX_BUFFER_BYTES, MAX_BUFFERS, ProtocolError
@@ -40,7 +41,7 @@ _TAGS = ("$float", "$tuple", "$map", "$wrong", "$tensor")
 
 # A path into a value, built only when an error is reported: None is the root, else (parent, step) where a step is
 # an int (a list or tuple index), ("key", i) (the i-th key of a map) or ("value", key) (the value of a plain key).
-Path = Union[None, tuple[Any, Any]]
+Path = tuple[Any, Any] | None
 
 
 class NotPlain(GatesError):
@@ -109,7 +110,7 @@ def _int_rows(items: list[Any]) -> bool:
     if kinds == {list}:
         items = list(chain.from_iterable(items))
         kinds = set(map(type, items))
-    return kinds <= {int} and (not items or (-_INT_BOUND < min(items) and max(items) < _INT_BOUND))
+    return kinds <= {int} and (not items or (min(items) > -_INT_BOUND and max(items) < _INT_BOUND))
 
 
 def _copy_rows(items: list[Any]) -> list[Any]:
@@ -128,7 +129,7 @@ def _flat_ok(items: Any, kinds: set[type]) -> bool:
     """The flat items JSON could still refuse or misread: huge ints, non-finite floats, lone surrogates."""
     if int in kinds:
         ints = [x for x in items if type(x) is int] if len(kinds) > 1 else items
-        if ints and not (-_INT_BOUND < min(ints) and max(ints) < _INT_BOUND):
+        if ints and not (min(ints) > -_INT_BOUND and max(ints) < _INT_BOUND):
             return False
     if float in kinds and not all(math.isfinite(x) for x in items if type(x) is float):
         return False
@@ -291,7 +292,7 @@ def _flat_map(pairs: Any) -> dict[str, Any] | None:
         return None
     if not _flat_ok(keys, {str}) or not _flat_ok(values, kinds):
         return None
-    return dict(zip(keys, values))
+    return dict(zip(keys, values, strict=True))
 
 
 class _Decoder:

@@ -8,9 +8,10 @@ JUnit test case per claim and sets the exit status from the claims.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -22,14 +23,26 @@ from _vllm_gates.features import gathered, run_values
 from _vllm_gates.gatefile import peek_row_id
 from _vllm_gates.impl_problems import before_run, not_started, pointer
 from _vllm_gates.implementations import PYTHON, Implementation
-from _vllm_gates.items import RECORD, RUN_SEED, SKIP_CAUSE, AuditItem, CaseItem, DefinitionErrorItem, GateItem, PropertiesItem, known_bad_items, known_good_items, link_runs
+from _vllm_gates.items import (
+    RECORD,
+    RUN_SEED,
+    SKIP_CAUSE,
+    AuditItem,
+    CaseItem,
+    DefinitionErrorItem,
+    GateItem,
+    PropertiesItem,
+    known_bad_items,
+    known_good_items,
+    link_runs,
+)
 from _vllm_gates.model import Gate, GateFile, TargetRef
 from _vllm_gates.outcomes import NotImplementedBy
 from _vllm_gates.profiles import SEED_OPTION, RunSeed, register_profiles
-from _vllm_gates.requirements import unmet
 from _vllm_gates.project import Project, second_gate_file
-from _vllm_gates.selection import Handover, RowsRefused, UnknownRow, requested_rows
+from _vllm_gates.requirements import unmet
 from _vllm_gates.sandbox import explain_refusal, sandbox_for
+from _vllm_gates.selection import Handover, RowsRefused, UnknownRow, requested_rows
 from _vllm_gates.session import GateRun
 from _vllm_gates.targets import resolve
 from _vllm_gates.worker_pool import WorkerLost, WorkerPool, WorkerSpec
@@ -66,6 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run = GateRun(snapshot, pool=pool, audit=bool(config.getoption("gates_audit")), impl=implementation.name, requested_rows=rows,
                   meta=meta, markexpr=config.option.markexpr or "", collect_only=bool(config.option.collectonly), seed=seed,
                   **run_values(config, handed, xdist_run.is_worker(config)))
+    assert run.seed is not None  # chosen above, never None in a run the plugin makes
     config.stash[RUN_SEED] = run.seed
     config.stash[_RUN] = run
     gathered("gates_configure", run=run, config=config)  # each feature's state, in its own stash key
@@ -198,7 +212,7 @@ class GateFileNode(pytest.File):
 
 def _implementation_error(node: GateFileNode, run: GateRun, common: dict[str, Any]) -> Iterator[pytest.Item]:
     """The one item of the run that reports why its implementation cannot be used, yielded by the first gate file
-    collected once that is known (issue 25: one error, not one per gate)."""
+    collected once that is known (one error, not one per gate)."""
     if run.report_implementation_once():
         yield DefinitionErrorItem.from_parent(node, name=f"implementation[{run.impl}]", problems=list(run.impl_problems), **common)
 
@@ -260,7 +274,8 @@ def _ask_by_role(run: GateRun, where: str, messages: dict[str, dict[str, Any]]) 
     return {role: reply for (_, role), reply in found.items()}
 
 
-def _checked_in_shared_workers(run: GateRun, gate_file: GateFile, messages: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any] | WorkerLost], list[str]]:
+def _checked_in_shared_workers(run: GateRun, gate_file: GateFile, messages: dict[str, dict[str, Any]]
+                               ) -> tuple[dict[str, dict[str, Any] | WorkerLost], list[str]]:
     """At collection one checker per role resolves every file's targets, so collecting starts no three workers per
     file; a role it finds any problem in, or could not answer, is checked again in the file's own worker, whose
     answer stands: another row's code in the shared checker cannot break a file. The replies by role, and the roles
@@ -288,15 +303,15 @@ def _check_problems(by_role: dict[str, list[tuple[str, TargetRef, TargetRef | No
                     Problem(ref.location, key, f"the {role} worker could not resolve the targets: {text}"))
             continue
         for entry in reply.get("result", {}).get("problems", []):
-            ref = refs.get(entry.get("key")) if isinstance(entry, dict) else None
-            if ref is None:  # a problem about a target the judge never named: the worker is broken
+            named = refs.get(written) if isinstance(entry, dict) and isinstance(written := entry.get("key"), str) else None
+            if named is None:  # a problem about a target the judge never named: the worker is broken
                 for key, known in refs.items():
                     problems.setdefault(key.split(".")[0].removeprefix("gate "), []).append(
                         Problem(known.location, key, f"the {role} worker broke the protocol: {str(entry)[:200]}"))
                 break
             message = str(entry.get("message"))
             problems.setdefault(entry["key"].split(".")[0].removeprefix("gate "), []).append(
-                Problem(ref.location, entry["key"], explain_impl(message) if role == "impl" else message))
+                Problem(named.location, entry["key"], explain_impl(message) if role == "impl" else message))
     return problems
 
 

@@ -1,4 +1,4 @@
-"""Comparison policies a gate's `compare:` may name (issue 29 item 3), and their reading from a gate file.
+"""Comparison policies a gate's `compare:` may name (docs/gate-files.md, "Comparison policies"), and their reading from a gate file.
 
 A policy applies element-wise to every array inside a result; the rest of the result is compared exactly
 (strict_equal). The arithmetic lives in tolerance.py, which imports numpy; this module does not.
@@ -53,7 +53,7 @@ class PerDtype:
 
     def place(self, dtype: str) -> Location | None:
         """Where the mapping names ``dtype``."""
-        return dict(zip(self.dtypes, self.places)).get(dtype)
+        return dict(zip(self.dtypes, self.places, strict=False)).get(dtype)
 
     def __str__(self) -> str:
         return "{" + ", ".join(f"{dtype}: {value:g}" for dtype, value in self.values) + "}"
@@ -133,7 +133,7 @@ def per_dtype_mappings(policy: Policy) -> list[PerDtype]:
 
 
 def has_tolerance(policy: Policy | None) -> bool:
-    """A gate under this policy has a tolerance for the strength audit to check (issue 29 item 5)."""
+    """A gate under this policy has a tolerance for the strength audit to check (docs/numeric-gates.md §5)."""
     return policy is not None and policy.name in TOLERANCE_POLICIES
 
 

@@ -1,4 +1,5 @@
-"""A pyproject.toml already read in this process, handed on so that a run reads it once (issue 27 item 2).
+"""A pyproject.toml already read in this process, handed on so that a run reads it once
+(one snapshot per run: the command and the plugin see the same file).
 
 The pytest entry reads the file to decide whether the engine loads; the engine's configuration reader, and the
 entry after `gates` read it, take the text from here instead of opening the file again. A text is handed on only

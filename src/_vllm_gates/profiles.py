@@ -1,7 +1,7 @@
 """Hypothesis profiles of gate runs: `ci` (derandomized, chosen when CI is set), `dev` (default), `thorough`, `deep`.
 
 They are registered and loaded only when a run collects gate items, so a project without gates keeps its own.
-A profile that is not derandomized draws from a run seed (issue 25): fresh each run and printed, or the one
+A profile that is not derandomized draws from a run seed (README, "Commands"): fresh each run and printed, or the one
 `--hypothesis-seed` gives; each gate's properties draw from a seed derived from it and the gate alone.
 """
 from __future__ import annotations
@@ -10,8 +10,9 @@ import contextlib
 import hashlib
 import os
 import secrets
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 # deep: fifty times the declared examples. This repository's gates declare 20 to 400, so a deep run tries 1,000 to
 # 20,000 inputs per gate from a new seed each time: the cpu gates' properties take ~80 s at 1x on two cores here,
@@ -54,7 +55,7 @@ def derandomized() -> bool:
     """The loaded profile draws the same examples every run (`ci`): no seed is used or printed."""
     from hypothesis import settings
 
-    return bool(settings.default.derandomize)
+    return bool(settings.default.derandomize)  # type: ignore[union-attr]  # typed Optional; a profile is always loaded
 
 
 def effective_max_examples(declared: int) -> int:
@@ -70,7 +71,7 @@ class RunSeed:
     given: bool
 
     @classmethod
-    def choose(cls, option: Any, inherited: str | None = None) -> "RunSeed":
+    def choose(cls, option: Any, inherited: str | None = None) -> RunSeed:
         """`--hypothesis-seed` when set; else the controller's (an xdist worker); else a fresh one."""
         if option is not None:
             return cls(str(option), True)
@@ -106,8 +107,7 @@ def settings_for(max_examples: int, hunting: bool = False, seed: int | None = No
     ``database``: the run's example database (examples_db); the failures found are saved there, and it is read only
     with ``replay``, a run of the saved examples alone (reuse and shrink, nothing generated), so that the examples
     a run generates are those it draws without a database."""
-    from hypothesis import Phase, settings
-    from hypothesis import seed as seeded
+    from hypothesis import Phase, seed as seeded, settings
 
     if hunting:
         return settings(max_examples=max_examples, derandomize=True, database=None, phases=[Phase.explicit, Phase.generate])

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, TextIO
+from typing import TextIO
 
 PLAIN_EVERY = 60.0  # seconds between plain lines when the output is not a terminal
 REDRAW_EVERY = 0.2  # seconds between redraws on a terminal

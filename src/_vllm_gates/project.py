@@ -1,4 +1,4 @@
-"""One snapshot of a gated project per run (issue 27 item 2): its configuration, roadmap and gate files, each read
+"""One snapshot of a gated project per run (docs/architecture.md): its configuration, roadmap and gate files, each read
 and validated once, then shared by the `gates` command, the plugin's collection and the xdist controller.
 
 The roadmap and the gate files load when first asked for (a pytest run of other tests reads neither). Nothing is
@@ -80,7 +80,9 @@ class Project:
     @cached_property
     def definitions(self) -> Definitions:
         """Every gate file whole, as `gates list` and evidence see them: a broken gate breaks its row."""
-        gate_files, paths, broken = [], {}, {}
+        gate_files: list[GateFile] = []
+        paths: dict[str, Path] = {}
+        broken: dict[str, tuple[Path, str]] = {}
         for path in self.config.gate_files():
             try:
                 gate_file = self.whole_gate_file(path)

@@ -1,11 +1,12 @@
-"""The engine's only uses of pytest's private modules (`_pytest.*`), each behind one small function (issue 27 item 4).
+"""The engine's only uses of pytest's private modules (`_pytest.*`), each behind one small function
+(a pytest release that moves one breaks one place).
 
 pytest offers no public API for any of these needs. tests/harness/test_pytest_compat.py runs both on the oldest pytest the
 project supports (8.0.0, pyproject.toml) and on the installed one.
 """
 from __future__ import annotations
 
-from typing import Callable, Collection
+from collections.abc import Callable, Collection
 
 import pytest
 

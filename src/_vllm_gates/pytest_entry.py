@@ -1,4 +1,4 @@
-"""The `pytest11` entry of vllm-gates: cheap to import, and inert unless the project configures vllm-gates (issue 27 item 4).
+"""The `pytest11` entry of vllm-gates: cheap to import, and inert unless the project configures vllm-gates.
 
 It declares the engine's command-line options (pytest parses them before it knows the rootdir) and, once the rootdir
 is known, registers the engine's plugin (`_vllm_gates.plugin`, imported then) only where the rootdir's
@@ -69,10 +69,10 @@ def engine_wanted(root: Path) -> bool:
     path = root / CONFIG_FILE
     if not path.is_file():  # a FIFO or a device is not a file here: never opened (as config.load_config)
         return False
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # Python 3.10
+        import tomli as tomllib
     preread = sys.modules.get(PREREAD)  # loaded only where the engine is: `gates` read the file already
     try:
         text = preread.recall(path) if preread is not None else None

@@ -171,7 +171,7 @@ def _shown(value: Any, budget: list[int] | None = None) -> Any:
         items = {k: _shown(v, budget) for k, v in value.items()}
         return value if all(items[k] is v for k, v in value.items()) else items
     shown = [_shown(v, budget) for v in value]
-    if all(a is b for a, b in zip(shown, value)):
+    if all(a is b for a, b in zip(shown, value, strict=True)):
         return value
     return shown if isinstance(value, list) else tuple(shown)
 

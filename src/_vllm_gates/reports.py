@@ -105,7 +105,7 @@ def fixed_width(header: tuple[str, ...], body: list[tuple[str, ...]], limits: di
     limits = limits or {}
     cells = [tuple(fit(one_line(c), limits[i]) if i in limits else one_line(c) for i, c in enumerate(row)) for row in [header, *body]]
     widths = [max(display_width(row[i]) for row in cells) for i in range(len(header))]
-    render = lambda row: "  ".join(c + " " * (w - display_width(c)) for c, w in zip(row, widths)).rstrip()  # noqa: E731
+    render = lambda row: "  ".join(c + " " * (w - display_width(c)) for c, w in zip(row, widths, strict=False)).rstrip()  # noqa: E731
     lines = [render(row) for row in cells]
     if rule:
         lines.insert(1, render(tuple("-" * w for w in widths)))
@@ -132,7 +132,7 @@ NEAR_EDGE = 0.5  # a gate whose passing comparisons used more than this share of
 
 def tolerance_lines(report: RunReport) -> list[str]:
     """The gates that used more than half of their comparison policy's tolerance, so that drift toward the edge
-    is seen before it fails (issue 29 item 4)."""
+    is seen before it fails (docs/numeric-gates.md §4)."""
     found = [f"  {row.row}::{gate.gate}: {gate.tolerance_used:.0%} of its tolerance"
              + (f" ({used_at_text(gate.tolerance_at)})" if used_at_text(gate.tolerance_at) else "")
              for row in report.rows for gate in row.gates if gate.tolerance_used is not None and gate.tolerance_used > NEAR_EDGE]
@@ -267,7 +267,8 @@ def markdown(report: RunReport, exit_code: int) -> str:
             "NOT-IMPLEMENTED": "🚧"}
     stopped = [f"**interrupted by {report.interrupted}**: the gates below are what ran before it; no claim is met", ""] if report.interrupted else []
     parity = any(row.parity is not None for row in report.rows)  # the upstream column only where a row claims parity
-    head = ("| row | verdict | claimed | claim | upstream |", "|---|---|---|---|---|") if parity else ("| row | verdict | claimed | claim |", "|---|---|---|---|")
+    head = (("| row | verdict | claimed | claim | upstream |", "|---|---|---|---|---|") if parity
+            else ("| row | verdict | claimed | claim |", "|---|---|---|---|"))
     lines = [f"## vllm-gates: exit {exit_code}", "", *stopped, *head]
     for row in report.rows:
         met = "not judged" if not row.claim.judged else "met" if row.claim.claim_met else "**not met**"

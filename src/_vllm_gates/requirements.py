@@ -1,4 +1,4 @@
-"""What a marker requires of the machine, and how the judge tells whether this machine has it (issue 27, item 1).
+"""What a marker requires of the machine, and how the judge tells whether this machine has it (docs/gate-files.md, "Markers").
 
 `[tool.vllm-gates.markers]` declares each marker's requirement: a built-in one (`cuda`, `upstream`) or the project's
 own, `{ detect = "package.module:function", device = true|false }`. The core speaks only of "the marker's
@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 from _vllm_gates.errors import DefinitionError, Location, Problem
 

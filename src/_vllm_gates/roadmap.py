@@ -4,16 +4,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from _vllm_gates.errors import DefinitionError
 from _vllm_gates.fields import Reader, show
 from _vllm_gates.model import STATES, Milestone, Roadmap, Row
-from _vllm_gates.errors import DefinitionError
-from _vllm_gates.yamlsource import load_yaml, location_of
+from _vllm_gates.yamlsource import YMap, load_yaml, location_of
 
 ROW_ID = re.compile(r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*$")
 MILESTONE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def _state(reader: Reader, mapping, key: str) -> str:
+def _state(reader: Reader, mapping: YMap, key: str) -> str:
     state = reader.string(mapping, "state", key)
     if state is not None and state not in STATES:
         reader.problem(location_of(mapping, "state"), key, f"unknown state {show(state)} (accepted: {', '.join(STATES)})")
@@ -21,7 +21,7 @@ def _state(reader: Reader, mapping, key: str) -> str:
     return state or "INVENTORIED"
 
 
-def _upstream(reader: Reader, row, key: str, pinned: str | None, check_pin: bool) -> str | None:
+def _upstream(reader: Reader, row: YMap, key: str, pinned: str | None, check_pin: bool) -> str | None:
     """A row's `upstream:` parity claim: the pinned release, as text."""
     if "upstream" not in row:
         return None
@@ -40,8 +40,8 @@ def _upstream(reader: Reader, row, key: str, pinned: str | None, check_pin: bool
     return claim
 
 
-def _mutation(reader: Reader, milestone, key: str) -> float | None:
-    """A milestone's `mutation:` requirement (issue 28 item 5): the least mutation score its DONE needs, in (0, 1]."""
+def _mutation(reader: Reader, milestone: YMap, key: str) -> float | None:
+    """A milestone's `mutation:` requirement (docs/reports.md): the least mutation score its DONE needs, in (0, 1]."""
     if "mutation" not in milestone:
         return None
     value = milestone["mutation"]

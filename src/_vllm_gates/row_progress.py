@@ -4,7 +4,8 @@ terminal, where pytest's own per-item letters are left out; a plain line now and
 from __future__ import annotations
 
 import sys
-from typing import Any, Generator, TextIO
+from collections.abc import Generator
+from typing import Any, TextIO
 
 import pytest
 

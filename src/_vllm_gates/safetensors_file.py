@@ -1,4 +1,4 @@
-"""A `.safetensors` file read within its own header's word (issue 29 item 2, tensor fixtures): the 8-byte little-endian
+"""A `.safetensors` file read within its own header's word (tensor fixtures, docs/gate-files.md): the 8-byte little-endian
 header length, the JSON header (name -> dtype, shape, data_offsets), then the byte buffer. The header is checked
 against the file's size before any tensor is read: every offset inside the buffer, every entry's byte count equal to
 its shape times its dtype's size, the entries covering the buffer without holes or overlaps. Nothing is read past
@@ -10,9 +10,10 @@ import json
 import os
 import stat
 from dataclasses import dataclass
+from io import FileIO
 from math import prod
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from _vllm_gates.errors import GatesError
 
@@ -152,7 +153,7 @@ def _read_up_to(handle: Any, count: int) -> bytes:
     return b"".join(chunks)
 
 
-def _open(path: Path) -> BinaryIO:
+def _open(path: Path) -> FileIO:
     """The file opened for reading in binary; a FIFO, a device or a folder is refused without being opened."""
     try:
         mode = os.stat(path).st_mode

@@ -48,14 +48,14 @@ class Sandbox:
         return replace(self.rules, read=self.rules.read + named, write=self.rules.write + (scratch,))
 
 
-def default_reads(config: "Config") -> tuple[str, ...]:
+def default_reads(config: Config) -> tuple[str, ...]:
     """What the python implementation reads when it declares nothing: the Python files of the allowed roots,
     found from the root and from each of pytest's `pythonpath` entries inside it."""
     bases = [""] + [entry.rstrip("/") + "/" for entry in config.pythonpath if entry not in ("", ".", "./")]
     return tuple(f"{base}{root}{suffix}" for base in bases for root in config.allowed_roots for suffix in ("/**/*.py", ".py"))
 
 
-def sandbox_for(config: "Config", implementation: "Implementation") -> Sandbox:
+def sandbox_for(config: Config, implementation: Implementation) -> Sandbox:
     """The sandbox of ``implementation``'s workers in this project: off where `sandbox = false` or the kernel has no
     Landlock (the note says which, once per run), else its rules."""
     if not config.sandbox:
@@ -70,7 +70,7 @@ def sandbox_for(config: "Config", implementation: "Implementation") -> Sandbox:
     return Sandbox(rules(config, implementation))
 
 
-def rules(config: "Config", implementation: "Implementation") -> Rules:
+def rules(config: Config, implementation: Implementation) -> Rules:
     """The Landlock rules of ``implementation``'s workers (each worker's scratch folder and the files its command
     names come with it: ``Sandbox.for_worker``)."""
     root = Path(config.root).resolve()
@@ -81,7 +81,7 @@ def rules(config: "Config", implementation: "Implementation") -> Rules:
     read = [str(path) for pattern in declared for path in _granted(root, pattern)]
     read += [str(_under(root, value)) for name, value in implementation.settings if name in config.file_settings]
     read += [folder for folder in _interpreter_and_engine() if _inside(root, folder)]
-    write = WRITABLE_SYSTEM
+    write: tuple[str, ...] = WRITABLE_SYSTEM
     control = os.environ.get(CONTROL_VARIABLE)
     if control:  # `gates mutate`: its hook (on PYTHONPATH there) notes in the session's folder what each worker ran
         write += (str(Path(control).resolve().parents[1]),)

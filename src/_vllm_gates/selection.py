@@ -10,18 +10,18 @@ from __future__ import annotations
 import posixpath
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from _vllm_gates.config import CONFIG_FILE, Config
 from _vllm_gates.errors import DefinitionError, GatesError
 from _vllm_gates.model import GateFile, Roadmap, Row
 from _vllm_gates.patterns import declaring_pattern, excluded, folder_pattern, matches
+from _vllm_gates.project import Project, unknown_row
 from _vllm_gates.roadmap import load_roadmap
 from _vllm_gates.sources import ImportGraph, import_graph, row_source_files, target_modules
-
-from _vllm_gates.project import Project, unknown_row
 
 if TYPE_CHECKING:
     from _vllm_gates.evidence import GateEvidence
@@ -158,7 +158,7 @@ class Cause:
     paths: frozenset[str]
 
 
-def _every_row_causes(project: "Project", inputs: dict[str, RowInputs], paths: list[str]) -> list[Cause]:
+def _every_row_causes(project: Project, inputs: dict[str, RowInputs], paths: list[str]) -> list[Cause]:
     """Changes that affect every row: pyproject.toml, the harness, a package `__init__.py` on a row's import path."""
     causes = []
     if CONFIG_FILE in paths:
@@ -210,7 +210,7 @@ def entry_changes(old: Row, new: Row) -> list[str]:
     return changes or (["milestone order"] if old != new else [])
 
 
-def _roadmap_reasons(project: "Project", base: str, paths: list[str]) -> dict[str, str]:
+def _roadmap_reasons(project: Project, base: str, paths: list[str]) -> dict[str, str]:
     """Rows whose roadmap entry changed since ``base`` (or cannot be compared), with why."""
     if posixpath.normpath(project.config.roadmap) not in paths:
         return {}
@@ -231,12 +231,12 @@ def _roadmap_reasons(project: "Project", base: str, paths: list[str]) -> dict[st
 # the API ---------------------------------------------------------------------------------------------------------------
 
 
-def _ordered_rows(project: "Project") -> list[str]:
+def _ordered_rows(project: Project) -> list[str]:
     """The roadmap's rows in order, then rows whose gate file does not load and that the roadmap lacks."""
     return [r.id for r in project.roadmap.rows] + [row for row in project.broken if project.roadmap.row(row) is None]
 
 
-def explain_affected(project: "Project", base: str) -> dict[str, list[str]]:
+def explain_affected(project: Project, base: str) -> dict[str, list[str]]:
     """Every row affected by changes since ``base``, in roadmap order, with the reasons; SelectionError from git."""
     paths = changed_paths(project.config.root, base)
     graph = import_graph(project.config)
@@ -256,12 +256,12 @@ def explain_affected(project: "Project", base: str) -> dict[str, list[str]]:
     return explained
 
 
-def rows_affected_since(project: "Project", base: str) -> list[str]:
+def rows_affected_since(project: Project, base: str) -> list[str]:
     """Rows in roadmap order (then rows whose gate file does not load, always) affected by changes since ``base``."""
     return list(explain_affected(project, base))
 
 
-# The rows a run judges, resolved once for `gates run` and `pytest --gates-*` alike (issue 27 item 2) -----------------
+# The rows a run judges, resolved once for `gates run` and `pytest --gates-*` alike (one resolution, one answer) ---
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pytest
 
@@ -17,20 +18,20 @@ from _vllm_gates.audit import audit_lines, audit_table
 from _vllm_gates.claims import claimed_roadmap
 from _vllm_gates.config import Config
 from _vllm_gates.errors import Problem
+from _vllm_gates.evidence import Device, GateEvidence, environment, this_device
 from _vllm_gates.exitcodes import ExitCode, SessionEnd, exit_code
+from _vllm_gates.features import Judging, gathered, report_passes
+from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
 from _vllm_gates.items import RECORD, SKIP_CAUSE, GateItem, ItemIdentity, ItemRecord
 from _vllm_gates.model import GateFile, Roadmap
+from _vllm_gates.mutation_claims import MutationEvidence
 from _vllm_gates.outcomes import ItemOutcome, SkipCause
 from _vllm_gates.partial import selection
 from _vllm_gates.profiles import RunSeed, current_profile_name
 from _vllm_gates.project import Project
-from _vllm_gates.mutation_claims import MutationEvidence
 from _vllm_gates.reports import junit_claims, markdown, table, tolerance_properties, write_atomic, write_json
-from _vllm_gates.worker_pool import WorkerPool
-from _vllm_gates.evidence import Device, GateEvidence, environment, this_device
-from _vllm_gates.features import Judging, gathered, report_passes
-from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
 from _vllm_gates.verdicts import ItemResult, RunReport, Scope, build_report, with_unknown_rows
+from _vllm_gates.worker_pool import WorkerPool
 
 _WORKER_HEADER = re.compile(r"\[gw[0-9]+\] .* -- Python ")  # the line xdist puts before a worker's failure text
 
@@ -65,7 +66,7 @@ class GateRun:
     module writes its fields (its methods below); a feature keeps its own state in ``stash`` (features.py)."""
 
     snapshot: Project  # the project's definitions, loaded once for the whole run (project.py)
-    pool: WorkerPool | None = None  # type: ignore[assignment]  # every gate run that collects has one
+    pool: WorkerPool = None  # type: ignore[assignment]  # every gate run that collects has one (plugin); a run judged from evidence has none
     audit: bool = False
     requested_rows: tuple[str, ...] | None = None
     json_path: str | None = None
@@ -348,7 +349,7 @@ class GateRun:
         code = int(exit_code(report, self._session_end(pytest_status)))
         if code == ExitCode.OK and self.meta.get("unproven_shards"):  # a shard missing proves nothing: never green
             code = int(ExitCode.UNPROVEN)
-        seed, drawn = self.drawing() if report.items else (None, "")  # how the examples were drawn (issue 25)
+        seed, drawn = self.drawing() if report.items else (None, "")  # how the examples were drawn (the seed, printed)
         ending = f"{report.checks} checks in {time.time() - self.started:.1f}s; exit {code}"
         sandbox = self.pool.spec.sandbox if self.pool is not None else None  # told once where it does not confine
         unconfined = [sandbox.note] if sandbox is not None and sandbox.note else []
@@ -416,8 +417,8 @@ def _add_claims_to_junit(config: pytest.Config, report: RunReport) -> None:
             properties = tolerance_properties(report, row.row, claim.milestone)
             for when, result in (("call", outcome), ("teardown", "passed")):
                 write(pytest.TestReport(
-                    nodeid=f"vllm-gates::{name}", location=("vllm-gates", 0, name), keywords={}, outcome=result,
-                    longrepr=longrepr if when == "call" else None, when=when, duration=0.0,
+                    nodeid=f"vllm-gates::{name}", location=("vllm-gates", 0, name), keywords={}, outcome=result,  # type: ignore[arg-type]  # "passed" or "failed"
+                    longrepr=longrepr if when == "call" else None, when=when, duration=0.0,  # type: ignore[arg-type]  # "call" or "teardown"
                     user_properties=properties if when == "teardown" else []))
 
 

@@ -2,8 +2,9 @@
 received them in the judge's hello; gate builders read them through ``vllm_gates.settings()``."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 _CURRENT: dict[str, str] = {}
 

@@ -5,9 +5,10 @@ claims unproven, never green.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.evidence import read_run_report
@@ -42,7 +43,7 @@ def shard_files(paths: list[str]) -> list[ShardFile]:
     found = []
     for shown in paths:
         document = read_run_report(Path(shown), shown)
-        meta = document.get("meta") if isinstance(document.get("meta"), dict) else {}
+        meta = written if isinstance(written := document.get("meta"), dict) else {}
         record = meta.get("shard")
         if not isinstance(record, dict):
             continue
@@ -84,21 +85,26 @@ def merge(files: list[ShardFile]) -> Merged | None:
             if gate in ran:
                 raise ShardsRefused(f"--evidence {ran[gate].shown} and {found.shown} overlap: both ran gate {gate}")
             ran[gate] = found
-    missing = []
-    for index in range(1, count + 1):
-        planned = [f"{group['group'].split('::')[0]}::{gate}" for group in plan[index - 1] for gate in group["gates"]]
-        if index not in by_index:
-            missing.append(f"shard {index}/{count} is missing: {len(planned)} gate(s) unproven "
-                           f"({', '.join(planned[:3])}{', ...' if len(planned) > 3 else ''})")
-            continue
-        for gate in planned:  # what does not load (definition[ID], <file>) is judged ERROR from the tree, not a shard
-            if gate not in by_index[index].executed and not gate.endswith("::<file>") and "::definition[" not in gate:
-                missing.append(f"{by_index[index].shown} (shard {index}/{count}) did not run {gate}")
-        whole_rows = {gate.removesuffix("::<file>") for gate in planned if gate.endswith("::<file>")}  # every gate of it
-        for gate in sorted(g for g in by_index[index].executed - set(planned) if g.split("::")[0] not in whole_rows):
-            raise ShardsRefused(f"--evidence {by_index[index].shown} ran {gate}, which the plan gives another shard")
+    missing = [line for index in range(1, count + 1) for line in _unproven(index, count, plan, by_index.get(index))]
     rows = first.record.get("selection", {}).get("rows")
     return Merged(count, tuple(rows or ()), tuple(missing))
+
+
+def _unproven(index: int, count: int, plan: Any, found: ShardFile | None) -> list[str]:
+    """What shard ``index`` of the plan left unproven (all of it when its file is missing); ShardsRefused where it
+    ran a gate the plan gives another shard."""
+    planned = [f"{group['group'].split('::')[0]}::{gate}" for group in plan[index - 1] for gate in group["gates"]]
+    if found is None:
+        return [f"shard {index}/{count} is missing: {len(planned)} gate(s) unproven "
+                f"({', '.join(planned[:3])}{', ...' if len(planned) > 3 else ''})"]
+    missing = []
+    for gate in planned:  # what does not load (definition[ID], <file>) is judged ERROR from the tree, not a shard
+        if gate not in found.executed and not gate.endswith("::<file>") and "::definition[" not in gate:
+            missing.append(f"{found.shown} (shard {index}/{count}) did not run {gate}")
+    whole_rows = {gate.removesuffix("::<file>") for gate in planned if gate.endswith("::<file>")}  # every gate of it
+    for gate in sorted(g for g in found.executed - set(planned) if g.split("::")[0] not in whole_rows):
+        raise ShardsRefused(f"--evidence {found.shown} ran {gate}, which the plan gives another shard")
+    return missing
 
 
 def _check_record(found: ShardFile) -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Collection, Mapping
+from typing import Any
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.evidence import EvidenceError, read_report
@@ -141,7 +142,9 @@ def tree(project: Project, impl: str, found: list[ShardGroup]) -> str:
     lines = []
     for group in found:
         gate_file = by_row.get(group.row)
-        for gate in (g for g in (gate_file.gates if gate_file else ()) if g.id in group.gates):
+        if gate_file is None:
+            continue
+        for gate in (g for g in gate_file.gates if g.id in group.gates):
             lines.append(f"{group.row}::{gate.id} {maker.gate(gate_file, gate, roadmap.row(group.row)).fingerprint}")
     return hashlib.sha256("\n".join(sorted(lines)).encode("utf-8")).hexdigest()
 

@@ -1,4 +1,4 @@
-"""The expected results the tolerance audit derives its wrong answers from (issue 29 item 5): each named case's
+"""The expected results the tolerance audit derives its wrong answers from (docs/numeric-gates.md §5): each named case's
 `expect:` and the oracle's outcome for it, and the oracle's outcome for each generated example.
 
 No implementation is asked. The oracle is asked once per input at most: its outcomes are memoised on the gate
@@ -7,7 +7,8 @@ examples are those a known-bad hunt draws (derandomized, the same every run).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from _vllm_gates.checks import Outcome, ResolvedGate
 from _vllm_gates.render import is_plain, render_value

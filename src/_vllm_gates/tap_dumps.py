@@ -7,13 +7,13 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from _vllm_gates.errors import GatesError
-from _vllm_gates.safetensors_file import CARRIED, METADATA, FixtureFileError, StoredTensor, read_data, read_header, \
-    read_metadata
+from _vllm_gates.safetensors_file import CARRIED, METADATA, FixtureFileError, StoredTensor, read_data, read_header, read_metadata
 from _vllm_gates.tensors import numpy_dtype
 
 FORMAT = "vllm-gates/taps/1"
@@ -104,7 +104,7 @@ def _write_tap(out: Any, array: Any) -> None:
     data = np.ascontiguousarray(array)
     if data.dtype.byteorder == ">":
         data = data.astype(data.dtype.newbyteorder("<"))
-    out.write(memoryview(data.reshape(-1).view(np.uint8)))
+    out.write(memoryview(data.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's stubs say so from Python 3.12
 
 
 class TapFile(Mapping[str, Any]):

@@ -4,8 +4,9 @@ partials all pass is the reduce's, and where the reduced value is the sum of eve
 partial is the one the reduce lost. Judged on the teacher-forced run, under the policy each tap is judged by."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from _vllm_gates.model import Taps
 from _vllm_gates.policies import Policy
@@ -37,7 +38,7 @@ def rank_finding(name: str, forced: Mapping[str, Any], taps: Taps, policy: Polic
 
 def _partial_names(reduced: str, forced: Mapping[str, Any], taps: Taps) -> list[str]:
     """The partials of ``reduced`` the run reports, rank 0 up to the first rank it does not."""
-    names = []
+    names: list[str] = []
     while (partial := taps.partial_name(reduced, len(names))) in forced:
         names.append(partial)
     return names

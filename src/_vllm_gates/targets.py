@@ -12,7 +12,8 @@ import importlib
 import importlib.util
 import inspect
 import types
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from _vllm_gates.errors import DefinitionError, Problem
 from _vllm_gates.model import TargetRef

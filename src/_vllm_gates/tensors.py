@@ -1,13 +1,14 @@
-"""Tensors as plain values (issue 29 item 1; docs/worker-protocol.md §7.4): `$tensor` tags whose elements travel as a
+"""Tensors as plain values (docs/worker-protocol.md §7.4): `$tensor` tags whose elements travel as a
 frame's buffers, little-endian, row-major. numpy (and ml_dtypes for bfloat16) are imported only when a tensor is met;
 torch is never imported here: a torch.Tensor exists only where torch is loaded already, and is read through it.
 """
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, NoReturn
 
 from _vllm_gates.channel import OutOfBand
 

@@ -1,4 +1,4 @@
-"""Compare results under a comparison policy (issue 29 item 3): element-wise over every array inside a result,
+"""Compare results under a comparison policy (docs/numeric-gates.md §2): element-wise over every array inside a result,
 the rest exactly (strict_equal's rules); a visitor over the walk that exact comparison shares (valuewalk.py).
 
 Arithmetic is float64 (ulp: exact unsigned integers), over chunks of CHUNK elements, so a comparison of two huge
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from _vllm_gates.compare import strict_equal
 from _vllm_gates.policies import ALLCLOSE_DEFAULTS, PerDtype, Policy, allclose_tolerances, for_dtype
@@ -150,7 +151,7 @@ class _UnderPolicy:
         if _short_ints(actual) and _short_ints(expected) and list(actual) != list(expected):
             self.differences.append(Difference(path, _both(actual, expected)))
             return
-        for index, (a, e) in enumerate(zip(actual, expected)):
+        for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
             visit(self, item_path(path, index), a, e)
 
     def maps(self, path: str, actual: dict[Any, Any], expected: dict[Any, Any]) -> None:
@@ -464,7 +465,7 @@ def _judge_tokens(policy: Policy, path: str, actual: Any, expected: Any, margins
     passed = unexcused == 0 and excused_at.size <= cap
     used = _fraction(float(excused_at.size), float(cap))
     excused = tuple(_element(actual, expected, int(i), 0.0, margins) for i in excused_at[:WORST])
-    common = dict(excused=excused, excused_count=int(excused_at.size))
+    common: dict[str, Any] = dict(excused=excused, excused_count=int(excused_at.size))
     if passed:
         return ArrayFinding(path, tuple(actual.shape), actual.dtype.name, a_flat.size, True, used, **common), ""
     wrong = np.flatnonzero(differ & ~excusable)

@@ -1,4 +1,4 @@
-"""The strength audit of a tolerance (issue 29 item 5; docs/gate-files.md, "The strength audit of a tolerance"):
+"""The strength audit of a tolerance (docs/gate-files.md, "The strength audit of a tolerance"):
 each wrong answer, in each output of the result by itself and in each dtype of it, must fail at least one case or
 example under the gate's policy, else the gate is WEAK; and per dtype the smallest relative noise and the smallest
 RMS-scaled (absolute) noise it rejects, found by bisection, so that a loose rtol or atol shows before it is WEAK.
@@ -9,13 +9,13 @@ example, strength_samples.py); the wrong answers are derived from them (wrong_an
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from _vllm_gates.errors import DefinitionError, Location, Problem
 from _vllm_gates.policies import ALLCLOSE_DEFAULTS, PerDtype, Policy, per_dtype_mappings
-from _vllm_gates.wrong_answers import (MEAN, NOISE, PERMUTED, RELATIVE, WRONG_ANSWERS, ZEROS, governed,
-                                      governed_places, wrong_answer)
+from _vllm_gates.wrong_answers import MEAN, NOISE, PERMUTED, RELATIVE, WRONG_ANSWERS, ZEROS, governed, governed_places, wrong_answer
 
 DEFAULT_STRENGTH = 0.01  # the noise the audit adds: 1% of the expected RMS, unless the gate declares `strength:`
 # The relative noise every gate must reject in arrays of a dtype: RELATIVE_FACTOR x the dtype's default rtol, and at
@@ -149,7 +149,7 @@ class StrengthFinding:
         return asdict(self)
 
     @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> "StrengthFinding":
+    def from_data(cls, data: Mapping[str, Any]) -> StrengthFinding:
         """The finding ``to_data`` wrote (a JSON report's item record); ValueError/TypeError/KeyError if malformed."""
         answers = tuple(AnswerFinding(**answer) for answer in data["answers"])
         figures = tuple(DtypeFigures(str(f["dtype"]), float(f["required"]), _optional(f["relative"]),

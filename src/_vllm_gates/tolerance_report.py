@@ -1,4 +1,4 @@
-"""How far off a result is, as labelled report lines (issue 29 item 4): per offending array its path, dtype and
+"""How far off a result is, as labelled report lines (docs/numeric-gates.md §3): per offending array its path, dtype and
 shape, mismatched elements, max absolute error with its index and values, max relative error, NMSE, the worst
 elements. Bounded however large the arrays: at most MAX_ARRAYS arrays and MAX_DIFFERENCES other differences.
 """

@@ -1,4 +1,4 @@
-"""A gate's `upstream:` key (issue 27 item 5): the pinned upstream release as a second reference beside `oracle:`.
+"""A gate's `upstream:` key (docs/gate-files.md, "Upstream parity"): the pinned upstream release as a second reference beside `oracle:`.
 
 The gate's cases and properties are checked against its oracle (the oracle leg, the gate itself) and, for the cases
 that say `upstream:`, against upstream (the parity leg, gate `ID:upstream`) or against a declared deviation's
@@ -9,8 +9,8 @@ upstream marker, so it has its own verdict, is skipped where upstream is not ins
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
 
 from _vllm_gates.fields import TARGET_PATTERN, Reader, show, type_name
 from _vllm_gates.model import Case, Gate, KnownBad, Properties, TargetRef
@@ -74,10 +74,11 @@ def case_route(reader: Reader, case: YMap, key: str) -> CaseRoute | None:
 class LegParts:
     """The gate loader's own readers, handed to the legs: of a target, and of a `properties:` mapping."""
 
-    target: Callable[[Reader, YMap, str, str], Optional[TargetRef]]  # (reader, mapping, name, key)
-    properties: Callable[[Reader, YMap, str, bool], Optional[Properties]]  # (reader, mapping holding it, key, has_oracle)
-    requirements: Optional[frozenset[str]] = None  # the ids the row's spec declares (None: not known), for `covers`
-    spec: Optional[str] = None  # the spec file, as the gate file names it
+    # (reader, mapping, name, key); the reader is the gate loader's GateReader, a Reader this module does not import
+    target: Callable[..., TargetRef | None]
+    properties: Callable[..., Properties | None]  # (reader, mapping holding it, key, has_oracle)
+    requirements: frozenset[str] | None = None  # the ids the row's spec declares (None: not known), for `covers`
+    spec: str | None = None  # the spec file, as the gate file names it
 
 
 def legs(reader: Reader, body: YMap, key: str, gate: Gate, routes: dict[str, CaseRoute], cases: list[Case],
@@ -118,7 +119,7 @@ def legs(reader: Reader, body: YMap, key: str, gate: Gate, routes: dict[str, Cas
                 continue
             reader.keys(leg_map, leg_key, {"oracle", "checks"}, LEG_KEYS)
             checks, places = reader.string_list(leg_map, "checks", f"{leg_key}.checks", non_empty=True)
-            for deviation, place in zip(checks, places):
+            for deviation, place in zip(checks, places, strict=True):
                 if deviation in leg_of_deviation:
                     reader.problem(place, f"{leg_key}.checks", f"deviation {show(deviation)} is already checked by leg "
                                                                f"{show(leg_of_deviation[deviation])}")
@@ -146,7 +147,7 @@ def _leg(reader: Reader, spec: YMap, oracle_key: str, key: str, gate: Gate, name
     covers = gate.covers
     if oracle_key == "oracle" and "covers" in spec:
         written, places = reader.string_list(spec, "covers", f"{key}.covers", REQUIREMENT_ID, non_empty=True)
-        for requirement, place in zip(written, places):
+        for requirement, place in zip(written, places, strict=True):
             if parts.requirements is not None and requirement not in parts.requirements:
                 reader.problem(place, f"{key}.covers", f"requirement {show(requirement)} is not declared in {parts.spec}")
         covers = tuple(written) or covers

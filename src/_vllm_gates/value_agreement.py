@@ -1,9 +1,10 @@
-"""Whether two results agree, with what a policy found (issue 29 items 3 and 4): the report lines of a failing
+"""Whether two results agree, with what a policy found (docs/numeric-gates.md §3-4): the report lines of a failing
 comparison and the share of its tolerance a passing one used."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from _vllm_gates.errors import GatesError
 
@@ -50,7 +51,7 @@ def under_policy(policy: Policy, actual: Any, expected: Any) -> Agreement:
 
 class ToleranceUsage:
     """The most of its tolerance any passing comparison of one item used, where (``at``: the case or example, the
-    output's path in the result and its dtype), and the token positions it excused (issue 29 item 4; docs/evidence.md);
+    output's path in the result and its dtype), and the token positions it excused (docs/numeric-gates.md §4; docs/evidence.md);
     ``used`` stays None where no policy compared anything."""
 
     __slots__ = ("used", "at", "excused")

@@ -4,9 +4,10 @@ are visitors over it, so both see a result's structure the same way (docs/gate-f
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, Iterator, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from _vllm_gates.tensors import is_array
 
@@ -80,7 +81,7 @@ class KeyPairs:
     def entries(self) -> Iterator[tuple[Any, Any, Any]]:
         """(token, actual key or ABSENT, expected key or ABSENT) in walk order: the expected map's keys in its order,
         then the actual map's keys it lacks."""
-        for token, key in chain(self.expected.items(), ((t, k) for t, k in self.actual.items() if t not in self.expected)):
+        for token, _key in chain(self.expected.items(), ((t, k) for t, k in self.actual.items() if t not in self.expected)):
             yield token, self.actual.get(token, ABSENT), self.expected.get(token, ABSENT)
 
 

@@ -1,9 +1,10 @@
 """Verdicts per gate, milestone and row, and the check of each against the state the roadmap claims."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
 from enum import Enum
+from typing import Any
 
 from _vllm_gates.model import BrokenGate, Gate, GateFile, Roadmap
 from _vllm_gates.outcomes import ItemOutcome, NotImplementedBy, OperationCount, RequirementUnmet, SkipCause
@@ -91,9 +92,9 @@ class GateResult:
     inputs: tuple[str, ...] = ()
     device: str = ""
     simulated: bool = False
-    partial: bool = False  # a partial selection ran only some of its items: judged on those, never evidence (issue 25)
+    partial: bool = False  # a partial selection ran only some of its items: judged on those, never evidence (docs/evidence.md §1)
     leg_of: str = ""  # the gate whose `upstream:` parity or deviation leg this is ("": a gate as written)
-    tolerance_used: float | None = None  # the most of its policy's tolerance its passing cases and examples used (issue 29)
+    tolerance_used: float | None = None  # the most of its policy's tolerance its passing cases and examples used (docs/numeric-gates.md §4)
     tolerance_at: Mapping[str, str] | None = None  # where the most was used (the item's tolerance_at)
     excused: int = 0  # the tokens policy: near-tie positions its cases and examples excused
     known_good_passed: int = 0  # its known-goods the gate passed (one it rejects makes it ERROR, TOO TIGHT)
@@ -190,7 +191,7 @@ def gate_verdict(items: list[ItemResult], has_known_bad: bool, missing: tuple[st
 
 def _not_implemented_reason(absent: list[ItemResult], items: list[ItemResult]) -> str:
     """One reason for the gate's items the implementation did not implement: the operation's absence as it was
-    given, or how many of the cases (the first one's why) and of the generated examples (issue 26)."""
+    given, or how many of the cases (the first one's why) and of the generated examples (README, "Verdicts")."""
     causes = [i.not_implemented for i in absent]
     if len(set(causes)) == 1 and len(absent) == sum(i.kind in ("case", "properties") for i in items):
         return causes[0].text()  # type: ignore[union-attr]  # the whole operation: one reason for all

@@ -11,11 +11,11 @@ import inspect
 import os
 import sys
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from _vllm_gates.call import Call
-from _vllm_gates.channel import (MAX_BUFFER_BYTES, PROTOCOL_VERSION, ChannelClosed, ProtocolError, parse, receive,
-                                 receive_buffered, send, socket_from_fd)
+from _vllm_gates.channel import MAX_BUFFER_BYTES, PROTOCOL_VERSION, ChannelClosed, ProtocolError, parse, receive, receive_buffered, send, socket_from_fd
 from _vllm_gates.errors import DefinitionError, GatesError, Location
 from _vllm_gates.model import TargetRef
 from _vllm_gates.plain import NotPlain, decode, encode
@@ -185,7 +185,7 @@ def serve(fd: int) -> int:
         if op == "bye":
             return 0
         reply: dict[str, Any] = {"id": request.get("id")}
-        handler = handlers.get(op)
+        handler = handlers.get(op) if isinstance(op, str) else None  # an unhashable op is unknown, not a crash
         try:
             if handler is None:
                 raise Failed("protocol", f"unknown op {op!r}")

@@ -16,13 +16,29 @@ import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from _vllm_gates import landlock, lifeline
-from _vllm_gates.channel import (MAX_BUFFER_BYTES, PROTOCOL_VERSION, ChannelClosed, ChannelTimeout, Part, ProtocolError,
-                                 forget, frame, frame_parts, frame_size, parse, receive, receive_buffered, send, send_parts)
+from _vllm_gates.channel import (
+    MAX_BUFFER_BYTES,
+    PROTOCOL_VERSION,
+    ChannelClosed,
+    ChannelTimeout,
+    Part,
+    ProtocolError,
+    forget,
+    frame,
+    frame_parts,
+    frame_size,
+    parse,
+    receive,
+    receive_buffered,
+    send,
+    send_parts,
+)
 from _vllm_gates.errors import GatesError
 from _vllm_gates.sandbox import SCRATCH_VARIABLE, Sandbox
 
@@ -39,8 +55,8 @@ class WorkerLost(GatesError):
 
 class WorkerEnded(WorkerLost):
     """The worker's process ended (an exit, a signal), hung, or was ended for a reply that broke the protocol
-    (WorkerBroke) while answering a call: what the code it ran did, not a fault of the run (issue 26: for the judged
-    implementation, that case's result). ``how``: what happened, in words; ``output``: the last lines it printed;
+    (WorkerBroke) while answering a call: what the code it ran did, not a fault of the run (for the judged
+    implementation, that case's result: docs/worker-protocol.md §9). ``how``: what happened, in words; ``output``: the last lines it printed;
     ``hung``: it overran the call's time."""
 
     def __init__(self, message: str, how: str, output: str, hung: bool = False):
@@ -138,7 +154,7 @@ class ForkServer(Spawner):
     def __init__(self, spec: WorkerSpec):
         super().__init__(spec)
         judge_end, server_end = socket.socketpair()
-        self.log = tempfile.TemporaryFile(prefix="vllm-gates-forkserver-")
+        self.log = tempfile.TemporaryFile(prefix="vllm-gates-forkserver-")  # noqa: SIM115 (the server's output while it lives; close() closes it)
         self.server = subprocess.Popen([*spec.command, "--zygote", "--fd", str(server_end.fileno())],
                                        pass_fds=(server_end.fileno(),), stdin=subprocess.DEVNULL, stdout=self.log,
                                        stderr=subprocess.STDOUT, cwd=spec.root, start_new_session=True,
@@ -219,7 +235,7 @@ class WorkerProcess:
     def __init__(self, spec: WorkerSpec, label: str, spawner: Spawner, confined: bool = False):
         self.label, self.spawner = label, spawner
         judge_end, worker_end = socket.socketpair()
-        self.log = tempfile.TemporaryFile(prefix="vllm-gates-worker-")
+        self.log = tempfile.TemporaryFile(prefix="vllm-gates-worker-")  # noqa: SIM115 (the worker's output while it lives; close() closes it)
         # the judged implementation's worker: a scratch folder of its own, removed when it ends (sandbox.py)
         self.scratch = tempfile.mkdtemp(prefix="vllm-gates-impl-") if confined and spec.sandbox is not None else None
         try:

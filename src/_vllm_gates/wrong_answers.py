@@ -1,4 +1,4 @@
-"""The wrong answers a too-wide tolerance lets through (issue 29 item 5), derived from an expected result and scaled
+"""The wrong answers a too-wide tolerance lets through (docs/numeric-gates.md §5), derived from an expected result and scaled
 to its data, never to the tolerance: zeros, a constant equal to its mean, its last axis permuted, it plus seeded
 noise of a share of its RMS (absolute noise: the same for every element), and relative noise, each element moved by
 a share of itself (e·(1 ± ρ), the sign seeded; under `ulp` by a number of units in its last place), which the rtol
@@ -11,7 +11,8 @@ first. numpy is imported only when an answer is derived.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from _vllm_gates.policies import ALLCLOSE_DEFAULTS, Policy
 
@@ -31,7 +32,12 @@ def governed(value: Any, policy: Policy) -> list[Any]:
 def governed_places(value: Any, policy: Policy) -> list[tuple[str, Any]]:
     """``governed``'s arrays with their places in the result ("" for the result itself, "[0]", "['logits']")."""
     found: list[tuple[str, Any]] = []
-    substituted(value, policy, lambda array, place: found.append((place, array)) or array)
+
+    def noted(array: Any, place: str) -> Any:
+        found.append((place, array))
+        return array
+
+    substituted(value, policy, noted)
     return found
 
 

@@ -1,4 +1,4 @@
-"""A gate run split across pytest-xdist workers (`pytest -n N`, issue 15): the workers run their share of the items
+"""A gate run split across pytest-xdist workers (`pytest -n N`, README "CI"): the workers run their share of the items
 and send what they collected and what each item checked; the controller alone judges and writes the reports, so
 the verdicts, reports and exit code are those of a serial run.
 
@@ -35,7 +35,7 @@ def is_controller(config: pytest.Config) -> bool:
 
 def attach(report: pytest.TestReport, identity: ItemIdentity, record: ItemRecord | None, cause: SkipCause | None) -> None:
     """Put what the controller needs of a gate item's phase into its report."""
-    payload = {"row": identity.row, "gate": identity.gate, "milestone": identity.milestone, "kind": identity.kind.value,
+    payload: dict[str, Any] = {"row": identity.row, "gate": identity.gate, "milestone": identity.milestone, "kind": identity.kind.value,
                "line": identity.line}
     if record is not None:
         payload["record"] = {"checks": record.checks, "rejected_by": record.rejected_by,
@@ -59,7 +59,7 @@ def payload_of(report: pytest.TestReport) -> tuple[ItemIdentity, ItemRecord | No
     return identity, record, from_data(found["cause"]) if "cause" in found else None
 
 
-def manifest(run: "GateRun") -> dict[str, Any]:
+def manifest(run: GateRun) -> dict[str, Any]:
     """What one worker collected, as plain data for ``workeroutput``."""
     return {"collected_files": sorted(str(p) for p in run.collected_files),
             "row_files": dict(run.row_files), "broken": dict(run.broken),
@@ -73,7 +73,7 @@ def manifest(run: "GateRun") -> dict[str, Any]:
 class Controller:
     """The controller's side: every worker's reports and collection folded into the one run it judges."""
 
-    def __init__(self, run: "GateRun"):
+    def __init__(self, run: GateRun):
         self.run = run
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

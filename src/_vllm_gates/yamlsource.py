@@ -12,13 +12,25 @@ import gc
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, overload
 
 import yaml
-from yaml.events import (AliasEvent, CollectionEndEvent, CollectionStartEvent, DocumentEndEvent, DocumentStartEvent,
-                         MappingEndEvent, MappingStartEvent, ScalarEvent, SequenceEndEvent, SequenceStartEvent,
-                         StreamEndEvent, StreamStartEvent)
+from yaml.events import (
+    AliasEvent,
+    CollectionEndEvent,
+    CollectionStartEvent,
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+    StreamStartEvent,
+)
 
 from _vllm_gates.errors import DefinitionError, Location, Problem
 
@@ -170,7 +182,7 @@ def _precount(text: str, shown: str) -> bool:
     the limits (libyaml may then compose it: _compose_with_libyaml).
     """
     try:
-        from yaml.cyaml import CParser
+        from yaml.cyaml import CParser  # type: ignore[attr-defined]  # the stubs re-export it from yaml._yaml implicitly
     except ImportError:  # PyYAML built without libyaml: the pure-Python count alone
         return False
     parser = CParser(text)
@@ -197,7 +209,7 @@ def _precount(text: str, shown: str) -> bool:
 
 
 try:
-    from yaml.cyaml import CParser as _CParser
+    from yaml.cyaml import CParser as _CParser  # type: ignore[attr-defined]  # the stubs re-export it from yaml._yaml implicitly
 
     class _LibyamlComposer(_ResolvedOnce, _CParser, yaml.resolver.Resolver):  # CParser resolves tags through the Python resolver
         """libyaml's composer, for _compose_with_libyaml."""
@@ -267,7 +279,7 @@ def _new_scalar(event: ScalarEvent, loader_of: Callable[[], _Builder]) -> Any:
     tag = _SCALARS.resolve(yaml.ScalarNode, event.value, event.implicit)
     if tag == "tag:yaml.org,2002:merge":
         return _FALLBACK
-    node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+    node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)  # type: ignore[arg-type]  # libyaml's Mark is its own class, the same fields
     constructor = _SCALAR_CONSTRUCTORS.get(tag)
     try:
         return constructor(_SCALARS, node) if constructor is not None else loader_of().construct_object(node)
@@ -275,7 +287,7 @@ def _new_scalar(event: ScalarEvent, loader_of: Callable[[], _Builder]) -> Any:
         return _FALLBACK
 
 
-def _build_with_libyaml(text: str, shown: str, loader_of: Callable[[], _Builder]) -> Any:
+def _build_with_libyaml(text: str, shown: str, loader_of: Callable[[], _Builder]) -> Any:  # noqa: C901 (one loop over libyaml's events in one frame: the hot path of reading every gate file)
     """The document's value built straight from libyaml's event stream: the same YMaps, YLists, scalars and
     locations as composing the node graph and converting it (_compose_with_libyaml, then _convert), without the
     graph in between (`gates list` reads every gate file; at 10,000 cases the graph was most of its time).
@@ -300,6 +312,8 @@ def _build_with_libyaml(text: str, shown: str, loader_of: Callable[[], _Builder]
     is_map = False
     key: Any = _MISSING  # in a mapping, the key whose value comes next; _MISSING when a key comes next
     key_where: Any = None
+    event: Any  # one of libyaml's events, told apart by `type(event) is ...` (exact and fast; mypy narrows no alias of it)
+    opened: Any  # the new collection's key_locations or item_locations
     try:
         if type(get()) is not StreamStartEvent or type(get()) is not DocumentStartEvent:
             return _FALLBACK  # an empty stream
@@ -498,7 +512,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def _scalar(path: str, node: yaml.Node, loader: "_Builder") -> Any:
+def _scalar(path: str, node: yaml.Node, loader: _Builder) -> Any:
     """Construct a scalar; a value its tag cannot hold (`!!int abc`, `2020-13-45`) is a definition error here."""
     try:
         return loader.construct_object(node)
@@ -517,8 +531,12 @@ def to_plain(value: Any) -> Any:
     return value
 
 
+@overload
+def location_of(container: YMap | YList, key: Any = None) -> Location: ...
+@overload
+def location_of(container: Any, key: Any = None) -> Location | None: ...
 def location_of(container: Any, key: Any = None) -> Location | None:
-    """Location of a key of a YMap, an item of a YList, or the container itself."""
+    """Location of a key of a YMap, an item of a YList, or the container itself (None: a value read from no file)."""
     if key is None:
         return getattr(container, "location", None)
     if isinstance(container, YMap):

@@ -1,4 +1,4 @@
-"""Hypothesis strategies of tensors for a gate's strategy module (issue 29 item 2; docs/gate-files.md, "Tensors in
+"""Hypothesis strategies of tensors for a gate's strategy module (docs/gate-files.md, "Tensors in
 properties"): read-only numpy arrays of the dtypes the protocol carries (bfloat16 as ml_dtypes.bfloat16), built on
 hypothesis.extra.numpy. Special values (signed zeros, subnormals, infinities, NaN, the largest magnitudes) are drawn
 only when asked for; a NaN is always the one quiet NaN, so a failing example written as a case replays bit for bit.
@@ -6,7 +6,8 @@ only when asked for; a NaN is always the one quiet NaN, so a failing example wri
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence, Union
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 import numpy
 from hypothesis import strategies as st
@@ -16,9 +17,9 @@ DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 SPECIALS = ("zero_signs", "subnormal", "inf", "nan", "large")
 FLOAT_BOUND = 1000.0  # a float tensor's elements lie in [-FLOAT_BOUND, FLOAT_BOUND] unless bounds are given
-_WIDTH = {"float16": 16, "bfloat16": 32, "float32": 32, "float64": 64}  # the width its elements are drawn at
+_WIDTH: dict[str, Literal[16, 32, 64]] = {"float16": 16, "bfloat16": 32, "float32": 32, "float64": 64}  # the width its elements are drawn at
 
-Shape = Union[int, Sequence[int], st.SearchStrategy]
+Shape = int | Sequence[int] | st.SearchStrategy
 
 
 def shapes(*, min_dims: int = 1, max_dims: int = 3, min_side: int = 1, max_side: int = 8) -> st.SearchStrategy:
