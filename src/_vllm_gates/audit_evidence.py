@@ -9,7 +9,7 @@ nothing twice).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -17,14 +17,11 @@ from _vllm_gates.audit import AuditLine, audit_lines, audit_table
 from _vllm_gates.evidence import EvidenceError, evidence_in, read_run_report
 from _vllm_gates.exitcodes import ExitCode, combined, exit_code
 from _vllm_gates.fingerprints import Fingerprinter
-from _vllm_gates.items import ItemKind
 from _vllm_gates.model import Gate, GateFile
-from _vllm_gates.outcomes import ItemOutcome
 from _vllm_gates.policies import has_tolerance
 from _vllm_gates.project import Project
-from _vllm_gates.verdicts import ItemResult
+from _vllm_gates.records import ItemKind, ItemResult, RecordError
 
-_ITEM_FIELDS = tuple(f.name for f in fields(ItemResult))
 AUDIT_KINDS = frozenset(kind.value for kind in (ItemKind.AUDIT, ItemKind.KNOWN_BAD, ItemKind.KNOWN_GOOD, ItemKind.STRENGTH))
 
 
@@ -42,12 +39,11 @@ def _audit_items(document: Mapping[str, Any], shown: str) -> dict[tuple[str, str
     record is malformed."""
     found: dict[tuple[str, str], list[ItemResult]] = {}
     try:
-        for item in document["items"]:
+        for index, item in enumerate(document["items"]):
             if item["kind"] in AUDIT_KINDS:
-                result = ItemResult(**{name: item[name] for name in _ITEM_FIELDS if name in item})
-                result = replace(result, outcome=ItemOutcome(result.outcome))
+                result = ItemResult.from_report(item, f"item {index}")
                 found.setdefault((result.row, result.gate), []).append(result)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, RecordError) as exc:
         raise EvidenceError(f"--evidence {shown}: malformed item record ({type(exc).__name__}: {exc})") from None
     return found
 
