@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -37,6 +37,7 @@ from _vllm_gates.mutate_operators import Mutant, family, mutants
 from _vllm_gates.mutate_report import (NOT_RUN_HERE, EQUIVALENTS_FILE, MutationError, Earlier, RowReport, earlier_rows, load_equivalents,
                                        stale_equivalents, summary_lines, survivor_lines, write_report)
 from _vllm_gates.evidence import read_report
+from _vllm_gates.mutation_records import MutantEntry, MutantVerdict
 from _vllm_gates.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint  # the one way `mutation:` claims read it too
 from _vllm_gates.patterns import declared_files
 from _vllm_gates.requirements import unmet
@@ -129,7 +130,7 @@ class Sessions:
         return specs
 
     def judge(self, row: str, gate_path: str, watch: list[str], specs: list[dict[str, Any]], chosen: list[Mutant],
-              trace_gates: list[str], known_bads: bool, timeout: float, found: Callable[[Mutant, dict[str, Any]], None],
+              trace_gates: list[str], known_bads: bool, timeout: float, found: Callable[[Mutant, MutantVerdict], None],
               impl: str = PYTHON, first_kill: bool = False) -> dict[str, Any]:
         """The first pass (unmutated items, lines reached, known-bads) and each mutant's result, handed to ``found``
         as it comes; returns the first pass. ``watch``: the files whose importing workers restart between mutants."""
@@ -146,11 +147,11 @@ class Sessions:
             stuck = self._session(gate_path, folder, {**plan, "mutants": left}, timeout, by_id, found, impl)
             if stuck is None:
                 return json.loads((folder / "baseline.json").read_text(encoding="utf-8"))
-            found(by_id[stuck], {"status": "timed_out", "killed_by": None, "killing_gates": []})
+            found(by_id[stuck], MutantVerdict("timed_out"))
             left = left[[spec["id"] for spec in left].index(stuck) + 1:]
 
     def _session(self, gate_path: str, folder: Path, plan: dict[str, Any], timeout: float, by_id: dict[str, Mutant],
-                 found: Callable[[Mutant, dict[str, Any]], None], impl: str) -> str | None:
+                 found: Callable[[Mutant, MutantVerdict], None], impl: str) -> str | None:
         """One session over ``plan``'s mutants; the id of the mutant it was stopped on, or None when it judged all."""
         (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
         events = folder / "events.jsonl"
@@ -183,7 +184,8 @@ class Sessions:
                     elif kind == "start":
                         current, deadline = event["id"], time.monotonic() + timeout
                     elif kind == "done":
-                        found(by_id[event.pop("id")], event)
+                        mutant_id = event.pop("id")
+                        found(by_id[mutant_id], MutantVerdict.from_data(event, f"{events}: mutant {mutant_id}"))
                         current = None
                     elif kind == "error":
                         raise MutationError(event["message"])
@@ -328,21 +330,21 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
                                 for e in stale_equivalents(declared, {m.fingerprint for m in every}, config.root, files)]
     equivalent = {e.fingerprint for e in declared}
     elsewhere = {} if external else _reached_only_elsewhere(config, gate_file, files)
-    outcomes: dict[str, dict[str, Any]] = {}
+    outcomes: dict[str, MutantVerdict] = {}
     for mutant in chosen:
         before = earlier.reusable(report.sources_fingerprint, report.gates_fingerprint, mutant.id(row),
                                   mutant.fingerprint) if earlier else None
         if mutant.fingerprint in equivalent:
-            outcomes[mutant.id(row)] = {"status": "equivalent", "killed_by": None, "killing_gates": [], "gates_run": []}
+            outcomes[mutant.id(row)] = MutantVerdict("equivalent")
         elif before and (before.get("status") != NOT_RUN_HERE or mutant.file in elsewhere):
-            outcomes[mutant.id(row)] = {k: before.get(k) for k in ("status", "killed_by", "killing_gates", "gates_run")}
+            outcomes[mutant.id(row)] = replace(MutantVerdict.from_data(before, f"{row}: earlier mutant {mutant.id(row)}"), seconds=None)
 
-    def judged(mutant: Mutant, outcome: dict[str, Any]) -> None:
-        if outcome["status"] == "not_covered" and mutant.file in elsewhere:
-            outcome = {**outcome, "status": NOT_RUN_HERE, "detail": elsewhere[mutant.file]}
-        outcomes[mutant.id(row)] = {"gates_run": [], **outcome}
-        report.mutants = [{"id": m.id(row), "file": m.file, "line": m.line, "operator": m.operator, "diff": m.diff,
-                           "fingerprint": m.fingerprint, **outcomes[m.id(row)]} for m in chosen if m.id(row) in outcomes]
+    def judged(mutant: Mutant, outcome: MutantVerdict) -> None:
+        if outcome.status == "not_covered" and mutant.file in elsewhere:
+            outcome = replace(outcome, status=NOT_RUN_HERE, detail=elsewhere[mutant.file])
+        outcomes[mutant.id(row)] = outcome
+        report.mutants = [MutantEntry(m.id(row), m.file, m.line, m.operator, m.diff, m.fingerprint, outcomes[m.id(row)]).to_data()
+                          for m in chosen if m.id(row) in outcomes]
         save(report)
 
     left = [m for m in chosen if m.id(row) not in outcomes]
@@ -369,7 +371,7 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
 
 
 def _external_specs(config: Config, gate_file: GateFile, row: str, options: Options, left: list[Mutant],
-                    judged: Callable[[Mutant, dict[str, Any]], None]) -> list[dict[str, Any]]:
+                    judged: Callable[[Mutant, MutantVerdict], None]) -> list[dict[str, Any]]:
     """Each mutant of an external implementation built (cached under build/mutants/IMPL); one that does not build is
     judged not_compiling here. Building stops once --budget seconds are spent: the mutants after are not judged."""
     implementation = config.implementation(options.impl)
@@ -386,8 +388,7 @@ def _external_specs(config: Config, gate_file: GateFile, row: str, options: Opti
         try:
             binary = builds.binary(mutant)
         except MutantDoesNotBuild as refused:
-            judged(mutant, {"status": "not_compiling", "killed_by": None, "killing_gates": [],
-                            "detail": str(refused)[-DETAIL_CHARS:]})
+            judged(mutant, MutantVerdict("not_compiling", detail=str(refused)[-DETAIL_CHARS:]))
             continue
         specs.append({"id": mutant.id(row), "command": [str(binary), *implementation.command[1:]],
                       "gates": gates_reaching(config, gate_file, mutant.file)})
