@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from _vllm_gates.items import ItemKind
 from _vllm_gates.outcomes import ItemOutcome
+from _vllm_gates.records import ItemKind, ItemResult
 from _vllm_gates.reports import display_width, fixed_width, one_line
-from _vllm_gates.verdicts import ItemResult
 
 
 class StandIn(Enum):

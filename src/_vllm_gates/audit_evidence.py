@@ -10,22 +10,19 @@ runs twice).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from _vllm_gates.audit import AuditLine, audit_lines, audit_table
-from _vllm_gates.evidence import EvidenceError, evidence_in, read_run_report
+from _vllm_gates.evidence import evidence_in, read_run_report
 from _vllm_gates.exitcodes import ExitCode, combined, exit_code
 from _vllm_gates.fingerprints import Fingerprinter
-from _vllm_gates.items import ItemKind
 from _vllm_gates.model import Gate, GateFile
-from _vllm_gates.outcomes import ItemOutcome
 from _vllm_gates.policies import has_tolerance
 from _vllm_gates.project import Project
-from _vllm_gates.verdicts import ItemResult
+from _vllm_gates.records import ItemKind, ItemResult
+from _vllm_gates.report_files import RunReportFile
 
-_ITEM_FIELDS = tuple(f.name for f in fields(ItemResult))
 AUDIT_KINDS = frozenset(kind.value for kind in (ItemKind.AUDIT, ItemKind.KNOWN_BAD, ItemKind.KNOWN_GOOD, ItemKind.STRENGTH))
 
 
@@ -38,18 +35,12 @@ class Split:
     to_run: tuple[str, ...]
 
 
-def _audit_items(document: Mapping[str, Any], shown: str) -> dict[tuple[str, str], list[ItemResult]]:
-    """The audit, known-bad, known-good and strength items of a run report, by (row, gate); EvidenceError when a
-    record is malformed."""
+def _audit_items(report: RunReportFile) -> dict[tuple[str, str], list[ItemResult]]:
+    """The audit, known-bad, known-good and strength items of a run report, by (row, gate)."""
     found: dict[tuple[str, str], list[ItemResult]] = {}
-    try:
-        for item in document["items"]:
-            if item["kind"] in AUDIT_KINDS:
-                result = ItemResult(**{name: item[name] for name in _ITEM_FIELDS if name in item})
-                result = replace(result, outcome=ItemOutcome(result.outcome))
-                found.setdefault((result.row, result.gate), []).append(result)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise EvidenceError(f"--evidence {shown}: malformed item record ({type(exc).__name__}: {exc})") from None
+    for item in report.items:
+        if item.kind in AUDIT_KINDS:
+            found.setdefault((item.row, item.gate), []).append(item)
     return found
 
 
@@ -74,11 +65,11 @@ def split(project: Project, gates: list[tuple[GateFile, Gate]], evidence: list[s
     usable: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (row, gate) -> [(fingerprint, report)]
     items: dict[str, dict[tuple[str, str], list[ItemResult]]] = {}
     for shown in evidence:
-        document = read_run_report(Path(shown), shown)
-        for entry in evidence_in(document, shown):
+        report = read_run_report(Path(shown), shown)
+        for entry in evidence_in(report, shown):
             if entry.impl == impl and not entry.simulated:
                 usable.setdefault((entry.row, entry.gate), []).append((entry.fingerprint, shown))
-        items[shown] = _audit_items(document, shown)
+        items[shown] = _audit_items(report)
     maker = Fingerprinter(project.config, impl)
     found: dict[tuple[str, str], tuple[str, tuple[ItemResult, ...]]] = {}
     to_run: list[str] = []

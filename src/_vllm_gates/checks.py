@@ -17,6 +17,7 @@ from _vllm_gates.errors import DefinitionError, GatesError, Problem
 from _vllm_gates.examples_db import GateExamples
 from _vllm_gates.facts import facts_of_pattern, missing_facts
 from _vllm_gates.implementations import kind_of
+from _vllm_gates.messages import CallOperation, CallTarget, ErrorBody
 from _vllm_gates.model import Case, Gate, Raises, TargetRef
 from _vllm_gates.outcomes import NotImplementedBy
 from _vllm_gates.plain import WRONG, NotPlain, encode
@@ -100,12 +101,11 @@ class Subject:
             except NotPlain as error:
                 raise GateBroken(f"the case input for {self.role} {self.shown} is not plain data: {error}") from None
         if self.operation is not None:
-            return {"op": "call", "operation": self.operation, "input": encoded}
+            return CallOperation(self.operation, encoded).to_wire()
         if self.kinds is not None:  # the audit's stand-in, answered by the external worker itself
-            return {"op": "call", "target": self.target.dotted, "anchor": None, "build": None, "build_anchor": None, "input": encoded}
-        return {"op": "call", "target": self.target.dotted, "anchor": self.target.anchor,
-                "build": self.build.dotted if self.build else None, "build_anchor": self.build.anchor if self.build else None,
-                "input": encoded}
+            return CallTarget(self.target.dotted, None, None, None, encoded).to_wire()
+        return CallTarget(self.target.dotted, self.target.anchor, self.build.dotted if self.build else None,
+                          self.build.anchor if self.build else None, encoded).to_wire()
 
     def outcome(self, data: Any, ahead: Ahead | None = None) -> Outcome:
         """Ask the worker; a worker's failure is ERROR (GateBroken), a target or builder it refuses is too.
@@ -153,12 +153,12 @@ class Subject:
                              f"{type(exc).__name__}: {exc}") from exc
         return self._failed(error)
 
-    def _failed(self, error: Mapping[str, Any]) -> Outcome:
-        kind, text = error["kind"], str(error.get("message", ""))
+    def _failed(self, error: ErrorBody) -> Outcome:
+        kind, text = error.kind, error.message
         if kind == "not-implemented" and self.operation is not None:
             raise NotImplementedByWorker(f"{self.role} {self.shown}: not implemented: {text}")
         if kind == "definition" and self.kinds is None:
-            where = self.build if self.build is not None and error.get("which") == "build" else self.target
+            where = self.build if self.build is not None and error.which == "build" else self.target
             raise DefinitionError([Problem(where.location, f"{self.role} {where.dotted}", text)])
         if kind == "not-plain":
             raise GateBroken(f"{self.role} {self.shown}: {text}")
@@ -219,16 +219,14 @@ class ImplEnded(GatesError):
         return Mismatch(headline, where, data, lines, shrunk=shrunk)
 
 
-def _error_of(reply: Mapping[str, Any], buffers: Sequence[bytearray]) -> Mapping[str, Any] | None:
+def _error_of(reply: Mapping[str, Any], buffers: Sequence[bytearray]) -> ErrorBody | None:
     """A reply's `error` (an object with a text `kind`), or None when it carries a `result`; ProtocolError for a reply
     of neither shape (docs/worker-protocol.md §5)."""
     if "error" not in reply:
         if "result" not in reply:
             raise ProtocolError(f"a reply has `result` or `error`, got keys {sorted(map(str, reply))[:8]}")
         return None
-    error = reply["error"]
-    if type(error) is not dict or type(error.get("kind")) is not str:
-        raise ProtocolError(f"an error is an object with a text `kind`, got {str(error)[:200]}")
+    error = ErrorBody.from_wire(reply["error"])
     if buffers:
         raise ProtocolError(f"an error reply carries {len(buffers)} buffers, which no $tensor uses")
     return error

@@ -17,6 +17,8 @@ from typing import Any
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.fingerprints import GateFingerprint, changed_inputs
+from _vllm_gates.records import RecordError
+from _vllm_gates.report_files import RunReportFile
 from _vllm_gates.reports import RUN_SCHEMA
 from _vllm_gates.requirements import SIMULATED_DEVICE_ENV
 from _vllm_gates.verdicts import RunReport, Scope, Verdict
@@ -72,10 +74,16 @@ def load_evidence_files(paths: list[str], absolute: bool = False) -> list[GateEv
     return found
 
 
-def read_run_report(path: Path, shown: str) -> dict[str, Any]:
-    """A run report's document, read once; EvidenceError when it cannot be read or is not a run report."""
-    return read_report(path, f"--evidence {shown}", RUN_SCHEMA, "run report",
-                       "the --json report of `gates run` or pytest --gates-json", EvidenceError)
+def read_run_report(path: Path, shown: str, flag: str = "--evidence") -> RunReportFile:
+    """A run report, read once as the types that wrote it (report_files); EvidenceError naming the flag and file when
+    it cannot be read, is not a run report, or a record in it is malformed (the field and its value)."""
+    label = f"{flag} {shown}"
+    document = read_report(path, label, RUN_SCHEMA, "run report", "the --json report of `gates run` or pytest --gates-json",
+                           EvidenceError)
+    try:
+        return RunReportFile.from_data(document, label)
+    except RecordError as malformed:
+        raise EvidenceError(f"{label}: malformed run report: {str(malformed).removeprefix(label + ': ')}") from None
 
 
 def read_report(path: Path, label: str, schema: str, kind: str, origin: str, error: type[GatesError]) -> dict[str, Any]:
@@ -92,28 +100,28 @@ def read_report(path: Path, label: str, schema: str, kind: str, origin: str, err
     return document
 
 
-def evidence_in(document: Mapping[str, Any], shown: str) -> list[GateEvidence]:
-    """Every executed gate of a run report's document; EvidenceError when a record is malformed."""
-    try:
-        return _gates_of(document, shown)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise EvidenceError(f"--evidence {shown}: malformed run report ({type(exc).__name__}: {exc})") from None
-
-
-def _gates_of(document: Mapping[str, Any], shown: str) -> list[GateEvidence]:
-    record = document["evidence"]
-    inputs: Mapping[str, str] = record["inputs"]
+def evidence_in(report: RunReportFile, shown: str) -> list[GateEvidence]:
+    """Every gate a run report executed whole; EvidenceError when its evidence record does not hold what they name."""
+    record = report.evidence
+    impl, inputs = record.get("impl"), record.get("inputs")
+    if not isinstance(impl, str) or not isinstance(inputs, dict):
+        raise EvidenceError(f"--evidence {shown}: malformed run report: evidence must name the impl and the inputs, "
+                            f"got impl {impl!r}, inputs {type(inputs).__name__}")
     found = []
-    for row in document["rows"]:
-        count = row.get("operations")
-        answered = frozenset(count["implemented"]) if isinstance(count, dict) and count["impl"] == record["impl"] else None
-        for gate in row["gates"]:
-            if not gate["executed"] or gate.get("partial", False):
+    for row in report.rows:
+        count = row.operations
+        answered = frozenset(count.implemented) if count is not None and count.impl == impl else None
+        for gate in row.gates:
+            if not gate.executed or gate.partial:
                 continue  # judged there on other evidence, not run, or run in part (docs/evidence.md §1): nothing first-hand
-            names = gate["inputs"]
-            found.append(GateEvidence(shown, gate["row"], gate["gate"], Verdict(gate["run_verdict"]), gate["run_reason"],
-                                      gate["fingerprint"], {name: inputs[name] for name in names}, gate["device"],
-                                      bool(gate["simulated"]), record["impl"], answered))
+            missing = [name for name in gate.inputs if name not in inputs]
+            if missing or not gate.run_verdict:
+                raise EvidenceError(f"--evidence {shown}: malformed run report: gate {gate.row}::{gate.gate} "
+                                    + (f"names input {missing[0]!r}, which its evidence record lacks" if missing
+                                       else "was executed but has no run_verdict"))
+            found.append(GateEvidence(shown, gate.row, gate.gate, Verdict(gate.run_verdict), gate.run_reason,
+                                      gate.fingerprint, {name: inputs[name] for name in gate.inputs}, gate.device,
+                                      gate.simulated, impl, answered))
     return found
 
 

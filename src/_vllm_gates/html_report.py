@@ -1,7 +1,8 @@
 """`gates report --html F`: one self-contained page (inline CSS and script, nothing fetched) from a run's JSON report
 and the last mutation report (docs/reports.md), with a section per `gates diverge --json` report given
-(divergence_page). Both are read defensively: a missing or malformed part is said on the page, every value is
-escaped, and long lists and diffs are cut with a count of what was cut."""
+(divergence_page). Both are read by their typed readers (report_files, mutation_records): a missing report or a
+malformed record is said on the page, naming the field and its value; every value is escaped, and long lists and
+diffs are cut with a count of what was cut."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,11 @@ from typing import Any
 
 from _vllm_gates.divergence_page import STYLE as DIVERGE_STYLE, DivergeReport, diverge_section
 from _vllm_gates.mutate_report import MUTATION_SCHEMA
+from _vllm_gates.mutation_records import GateKills, Kill, MutationReport, MutationRow
+from _vllm_gates.records import ItemResult, RecordError
+from _vllm_gates.report_files import RunReportFile
 from _vllm_gates.reports import RUN_SCHEMA
+from _vllm_gates.verdicts import ClaimResult, GateResult, RowReport
 
 MAX_ITEMS_PER_GATE = 200
 MAX_MATRIX_ROWS = 400
@@ -55,14 +60,6 @@ def _text(value: Any, limit: int = MAX_TEXT) -> str:
     return escape(shown if len(shown) <= limit else shown[:limit] + f" … ({len(shown) - limit} more characters)")
 
 
-def _list(value: Any) -> list[Any]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _names(value: Any) -> list[str]:
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
-
 def _number(value: Any) -> float:
     return float(value) if type(value) in (int, float) else 0.0
 
@@ -76,43 +73,39 @@ def _cut(shown: int, total: int, what: str) -> str:
     return f'<p class="cut">{total - shown} more {what} not shown (first {shown} of {total})</p>' if total > shown else ""
 
 
-def _claim(claim: Any) -> str:
-    claim = claim if isinstance(claim, dict) else {}
-    met = "not judged" if claim.get("judged") is False else "met" if claim.get("claim_met") else "not met"
-    return (f'{_verdict(claim.get("verdict"))} claims <b>{_text(claim.get("state"))}</b> '
-            f'<span class="{"met" if met == "met" else "unmet"}">{met}</span> <span class="why">{_text(claim.get("reason"))}</span>')
+def _claim(claim: ClaimResult) -> str:
+    met = "not judged" if not claim.judged else "met" if claim.claim_met else "not met"
+    return (f'{_verdict(claim.verdict.value)} claims <b>{_text(claim.state)}</b> '
+            f'<span class="{"met" if met == "met" else "unmet"}">{met}</span> <span class="why">{_text(claim.reason)}</span>')
 
 
-def _gate(gate: dict[str, Any], items: list[dict[str, Any]]) -> str:
-    seconds = sum(_number(i.get("duration")) for i in items)
-    counts = (f'cases {int(_number(gate.get("cases_passed")))}/{int(_number(gate.get("cases_total")))}, '
-              f'examples {int(_number(gate.get("examples")))}, known-bad {int(_number(gate.get("known_bad_rejected")))}/'
-              f'{int(_number(gate.get("known_bad_total")))}, '
-              + (f'known-good {int(_number(gate.get("known_good_passed")))}/{int(_number(gate.get("known_good_total")))}, '
-                 if _number(gate.get("known_good_total")) else "")
-              + f'{int(_number(gate.get("checks")))} checks, {seconds:.2f} s')
-    rows = "".join(f'<tr><td>{_text(i.get("name"))}</td><td>{_text(i.get("kind"))}</td><td>{_text(i.get("outcome"))}</td>'
-                   f'<td>{_number(i.get("duration")):.3f}</td><td>{_text(i.get("detail"))}</td></tr>'
+def _gate(gate: GateResult, items: list[ItemResult]) -> str:
+    seconds = sum(i.duration for i in items)
+    counts = (f'cases {gate.cases_passed}/{gate.cases_total}, examples {gate.examples}, '
+              f'known-bad {gate.known_bad_rejected}/{gate.known_bad_total}, '
+              + (f'known-good {gate.known_good_passed}/{gate.known_good_total}, ' if gate.known_good_total else "")
+              + f'{gate.checks} checks, {seconds:.2f} s')
+    rows = "".join(f'<tr><td>{_text(i.name)}</td><td>{_text(i.kind)}</td><td>{_text(i.outcome.value)}</td>'
+                   f'<td>{i.duration:.3f}</td><td>{_text(i.detail)}</td></tr>'
                    for i in items[:MAX_ITEMS_PER_GATE])
     table = (f'<table><tr><th>item</th><th>kind</th><th>outcome</th><th>s</th><th>detail</th></tr>{rows}</table>'
              f'{_cut(min(len(items), MAX_ITEMS_PER_GATE), len(items), "items")}') if items else "<p>no item of this gate ran here</p>"
-    return (f'<details class="gate"><summary>{_verdict(gate.get("verdict"))} <code>{_text(gate.get("gate"))}</code> '
-            f'{counts} <span class="why">{_text(gate.get("reason"))}</span></summary>{table}</details>')
+    return (f'<details class="gate"><summary>{_verdict(gate.verdict.value)} <code>{_text(gate.gate)}</code> '
+            f'{counts} <span class="why">{_text(gate.reason)}</span></summary>{table}</details>')
 
 
-def _row(row: dict[str, Any], items: list[dict[str, Any]]) -> str:
-    gates = _list(row.get("gates"))
-    by_gate: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+def _row(row: RowReport, items: tuple[ItemResult, ...]) -> str:
+    by_gate: dict[tuple[str, str], list[ItemResult]] = {}
     for item in items:
-        by_gate.setdefault((item.get("row"), item.get("gate")), []).append(item)
+        by_gate.setdefault((item.row, item.gate), []).append(item)
     parts = []
-    for milestone in _list(row.get("milestones")):
-        mine = [g for g in gates if g.get("milestone") == milestone.get("milestone")]
-        body = "".join(_gate(g, by_gate.get((g.get("row"), g.get("gate")), [])) for g in mine) or "<p>no gate</p>"
-        parts.append(f'<details class="milestone"><summary><b>{_text(milestone.get("milestone"))}</b> '
+    for milestone in row.milestones:
+        mine = [g for g in row.gates if g.milestone == milestone.milestone]
+        body = "".join(_gate(g, by_gate.get((g.row, g.gate), [])) for g in mine) or "<p>no gate</p>"
+        parts.append(f'<details class="milestone"><summary><b>{_text(milestone.milestone)}</b> '
                      f'{_claim(milestone)}</summary>{body}</details>')
-    return (f'<details class="row"><summary><b>{_text(row.get("row"))}</b> {_text(row.get("title"))} '
-            f'{_claim(row.get("claim"))}</summary>{"".join(parts) or "<p>no milestone</p>"}</details>')
+    return (f'<details class="row"><summary><b>{_text(row.row)}</b> {_text(row.title)} '
+            f'{_claim(row.claim)}</summary>{"".join(parts) or "<p>no milestone</p>"}</details>')
 
 
 def _section(anchor: str, title: str, head: str, rows: Iterable[str]) -> str:
@@ -124,48 +117,55 @@ def _absent(anchor: str, title: str, what: str, source: Source) -> str:
     return f'<section id="{anchor}"><h2>{title}</h2><p class="none">{what}: {_text(source.problem)}</p></section>'
 
 
+def _run_report(run: Source) -> RunReportFile | Source:
+    """The run report as its types, or a Source saying why there is none (absent, or a malformed record)."""
+    if run.document is None:
+        return run
+    try:
+        return RunReportFile.from_data(run.document, run.shown)
+    except RecordError as malformed:
+        return Source(run.shown, None, str(malformed))
+
+
 def run_section(run: Source) -> str:
     """Rows, then milestones, then gates (each a <details>), with verdicts, counts and timings."""
-    if run.document is None:
-        return _absent("run", "Gates", "No run report", run)
-    doc = run.document
-    items = _list(doc.get("items"))
-    meta = written if isinstance(written := doc.get("meta"), dict) else {}
-    head = (f'<p>{_text(run.shown)}: exit {_text(doc.get("exit_code"))}, {int(_number(doc.get("checks")))} checks, '
-            f'marker {_text(meta.get("markexpr"))}</p>')
-    return _section("run", "Gates", head, (_row(r, items) for r in _list(doc.get("rows"))))
+    report = _run_report(run)
+    if isinstance(report, Source):
+        return _absent("run", "Gates", "Malformed run report" if run.document is not None else "No run report", report)
+    head = (f'<p>{_text(run.shown)}: exit {report.exit_code}, {report.checks} checks, '
+            f'marker {_text(report.meta.get("markexpr"))}</p>')
+    return _section("run", "Gates", head, (_row(r, report.items) for r in report.rows))
 
 
-def _matrix(row: dict[str, Any]) -> str:
+def _matrix(row: MutationRow) -> str:
     """Mutants and known-bads down, gates across: the gate that rejected each first, the gates that ran it."""
-    gates = [g.get("gate") for g in _list(row.get("gates"))]
-    entries = [(m, "mutant") for m in _list(row.get("mutants"))] + [(k, "known-bad") for k in _list(row.get("known_bads"))]
-    for entry, _ in entries:
-        killer = entry.get("killed_by")
-        for gate in [killer.get("gate") if isinstance(killer, dict) else None, *_names(entry.get("gates_run"))]:
-            if isinstance(gate, str) and gate not in gates:
+    gates = [g.gate for g in row.gates]
+    entries: list[tuple[str, str, Kill | None, tuple[str, ...], str]] = (
+        [(m.id, m.verdict.status, m.verdict.killed_by, m.verdict.gates_run, "mutant") for m in row.mutants]
+        + [(f"known-bad {k.gate}:{k.name}", "killed" if k.killed_by else "survived", k.killed_by, (), "known-bad")
+           for k in row.known_bads])
+    for _, _, killer, ran, _ in entries:
+        for gate in [killer.gate if killer else None, *ran]:
+            if gate is not None and gate not in gates:
                 gates.append(gate)
     head = "".join(f'<th class="g"><span>{_text(g, 60)}</span></th>' for g in gates)
-    kills = {g.get("gate"): g for g in _list(row.get("gates"))}
-    most = max([_number(g.get("killed")) for g in kills.values()] + [1.0])
-    heat = "".join(f'<td class="heat" style="background: rgba(200,40,40,{_number(kills.get(g, {}).get("killed")) / most:.2f})" '
-                   f'title="killed {int(_number(kills.get(g, {}).get("killed")))}, unique {int(_number(kills.get(g, {}).get("unique_kills")))}'
-                   f'{", redundant" if kills.get(g, {}).get("redundant") else ""}">{int(_number(kills.get(g, {}).get("killed")))}</td>'
+    kills = {g.gate: g for g in row.gates}
+    most = max([g.killed for g in kills.values()] + [1])
+    nothing = GateKills("", 0, 0, False)
+    heat = "".join(f'<td class="heat" style="background: rgba(200,40,40,{kills.get(g, nothing).killed / most:.2f})" '
+                   f'title="killed {kills.get(g, nothing).killed}, unique {kills.get(g, nothing).unique_kills}'
+                   f'{", redundant" if kills.get(g, nothing).redundant else ""}">{kills.get(g, nothing).killed}</td>'
                    for g in gates)
     lines = []
-    for entry, kind in entries[:MAX_MATRIX_ROWS]:
-        killer = entry.get("killed_by") if isinstance(entry.get("killed_by"), dict) else {}
-        ran = set(_names(entry.get("gates_run")))
-        status = entry.get("status") if kind == "mutant" else ("killed" if killer else "survived")
+    for label, status, killer, ran, kind in entries[:MAX_MATRIX_ROWS]:
         cells = []
         for gate in gates:
-            if killer.get("gate") == gate:
-                cells.append(f'<td class="c c-k" title="{_text(killer.get("item"))}">&#9632;</td>')
+            if killer is not None and killer.gate == gate:
+                cells.append(f'<td class="c c-k" title="{_text(killer.item)}">&#9632;</td>')
             elif gate in ran:
                 cells.append(f'<td class="c c-{STATUS_CELL.get(status, "s") if status != "killed" else "r"}"></td>')
             else:
                 cells.append('<td class="c c-0"></td>')
-        label = entry.get("id") if kind == "mutant" else f'known-bad {entry.get("gate")}:{entry.get("name")}'
         lines.append(f'<tr class="{kind}"><th>{_text(label, 120)}</th><td>{_text(status)}</td>{"".join(cells)}</tr>')
     return (f'<table class="matrix"><tr><th>mutant / known-bad</th><th>status</th>{head}</tr>'
             f'<tr><th>kills per gate</th><td></td>{heat}</tr>{"".join(lines)}</table>'
@@ -184,46 +184,51 @@ def _diff(text: Any) -> str:
     return f'<pre class="diff">{chr(10).join(lines)}{escape(cut)}</pre>'
 
 
-def _survivors(row: dict[str, Any]) -> str:
-    found = [m for m in _list(row.get("mutants")) if m.get("status") == "survived"]
+def _survivors(row: MutationRow) -> str:
+    found = [m for m in row.mutants if m.verdict.status == "survived"]
     if not found:
         return "<p>no survivor</p>"
-    shown = "".join(f'<div class="survivor"><p><code>{_text(m.get("file"))}:{_text(m.get("line"))}</code> '
-                    f'{_text(m.get("operator"))}; gates that ran and passed it: '
-                    f'{_text(", ".join(_names(m.get("gates_run"))) or "none")}</p>{_diff(m.get("diff"))}</div>'
+    shown = "".join(f'<div class="survivor"><p><code>{_text(m.file)}:{m.line}</code> '
+                    f'{_text(m.operator)}; gates that ran and passed it: '
+                    f'{_text(", ".join(m.verdict.gates_run) or "none")}</p>{_diff(m.diff)}</div>'
                     for m in found[:MAX_SURVIVORS])
     return shown + _cut(min(len(found), MAX_SURVIVORS), len(found), "survivors")
 
 
-def _mutation_row(row: dict[str, Any]) -> str:
-    score = row.get("score")
-    shown = f"{score:.1%}" if type(score) in (int, float) else "no score"
-    counts = ", ".join(f"{key.replace('_', ' ')} {int(_number(row.get(key)))}" for key in
+def _mutation_row(row: MutationRow) -> str:
+    shown = "no score" if row.score is None else f"{row.score:.1%}"
+    counts = ", ".join(f"{key.replace('_', ' ')} {row.generated if key == 'generated' else row.counts[key]}" for key in
                        ("generated", "killed", "survived", "timed_out", "not_covered", "equivalent", "not_compiling",
                         "not_run_here"))
-    redundant = [g.get("gate") for g in _list(row.get("gates")) if g.get("redundant")]
-    extra = f'<p>redundant gates (kill nothing another does not): {_text(", ".join(map(str, redundant)))}</p>' if redundant else ""
-    return (f'<details class="mrow"><summary><b>{_text(row.get("row"))}</b> score <b>{shown}</b> ({counts})</summary>{extra}'
+    redundant = [g.gate for g in row.gates if g.redundant]
+    extra = f'<p>redundant gates (kill nothing another does not): {_text(", ".join(redundant))}</p>' if redundant else ""
+    return (f'<details class="mrow"><summary><b>{_text(row.row)}</b> score <b>{shown}</b> ({counts})</summary>{extra}'
             f'<h4>Kill matrix</h4>{_matrix(row)}<h4>Survivors</h4>{_survivors(row)}</details>')
 
 
 def mutation_section(mutation: Source) -> str:
-    """Per row: the counts and score, the kill matrix as a heat map, the survivors with their diffs."""
+    """Per row: the counts and score, the kill matrix as a heat map, the survivors with their diffs; a report whose
+    records are malformed is said, naming the field and its value."""
     if mutation.document is None:
         return _absent("mutation", "Mutation", "No mutation run", mutation)
-    doc = mutation.document
-    head = (f'<p>{_text(mutation.shown)}: engine {_text(doc.get("engine"))}, started {_text(doc.get("started"))}, '
-            f'{_number(doc.get("seconds")):.1f} s, seed {_text(doc.get("seed"))}, '
-            f'{"lines changed since " + _text(doc.get("changed_since")) if doc.get("changed_since") else "every line"}</p>{LEGEND}')
-    return _section("mutation", "Mutation", head, (_mutation_row(r) for r in _list(doc.get("rows"))))
+    try:
+        report = MutationReport.from_data(mutation.document, mutation.shown)
+    except RecordError as malformed:
+        return _absent("mutation", "Mutation", "Malformed mutation report", Source(mutation.shown, None, str(malformed)))
+    meta = report.meta
+    head = (f'<p>{_text(mutation.shown)}: engine {_text(meta.get("engine"))}, started {_text(meta.get("started"))}, '
+            f'{_number(meta.get("seconds")):.1f} s, seed {_text(meta.get("seed"))}, '
+            f'{"lines changed since " + _text(meta.get("changed_since")) if meta.get("changed_since") else "every line"}</p>{LEGEND}')
+    return _section("mutation", "Mutation", head, (_mutation_row(r) for r in report.rows))
 
 
 def tolerance_section(run: Source) -> str:
-    """How much of its tolerance each numeric gate used: a section only where the run report records it (none yet)."""
-    gates = [g for r in _list((run.document or {}).get("rows")) for g in _list(r.get("gates")) if "tolerance_used" in g]
+    """How much of its tolerance each numeric gate used: a section only where a gate records it."""
+    report = _run_report(run)
+    gates = [] if isinstance(report, Source) else [g for g in report.gates() if g.tolerance_used is not None]
     if not gates:
         return ""
-    rows = "".join(f'<tr><td><code>{_text(g.get("gate"))}</code></td><td>{_number(g.get("tolerance_used")):.1%}</td></tr>' for g in gates)
+    rows = "".join(f'<tr><td><code>{_text(g.gate)}</code></td><td>{g.tolerance_used:.1%}</td></tr>' for g in gates)
     return f'<section id="tolerance"><h2>Numeric gates</h2><table><tr><th>gate</th><th>tolerance used</th></tr>{rows}</table></section>'
 
 
@@ -268,11 +273,19 @@ def render_page(run: Source, mutation: Source, diverge: Sequence[DivergeReport] 
 
 
 def sources_for(root: Path, run: str | None, mutation: str | None, default_run: str, default_mutation: str) -> tuple[Source, Source]:
-    """The two reports as given (relative to the current folder) or their defaults under the project root."""
-    def read(given: str | None, default: str, schema: str) -> Source:
-        return read_source(Path(given) if given else root / default, given or default, schema)
+    """The two reports as given (relative to the current folder) or their defaults under the project root; one whose
+    records are malformed is a Source with the reason (the field and its value)."""
+    def read(given: str | None, default: str, schema: str, reader: Any) -> Source:
+        source = read_source(Path(given) if given else root / default, given or default, schema)
+        try:
+            if source.document is not None:
+                reader(source.document, source.shown)
+        except RecordError as malformed:
+            return Source(source.shown, None, f"malformed: {malformed}")
+        return source
 
-    return read(run, default_run, RUN_SCHEMA), read(mutation, default_mutation, MUTATION_SCHEMA)
+    return (read(run, default_run, RUN_SCHEMA, RunReportFile.from_data),
+            read(mutation, default_mutation, MUTATION_SCHEMA, MutationReport.from_data))
 
 
 def problems(sources: Iterable[tuple[str, Source, bool]]) -> list[str]:

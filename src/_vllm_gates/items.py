@@ -5,9 +5,6 @@ Each item leaves a typed record of what it checked in ``item.stash``; the plugin
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import pytest
@@ -20,49 +17,10 @@ from _vllm_gates.implementations import PYTHON
 from _vllm_gates.model import Case, KnownBad, KnownGood
 from _vllm_gates.outcomes import NotImplementedBy, SkipCause
 from _vllm_gates.profiles import RunSeed, current_profile_name, effective_max_examples, settings_for
+from _vllm_gates.records import ItemIdentity, ItemKind, ItemRecord
 from _vllm_gates.render import render_case, render_value
 from _vllm_gates.value_agreement import ToleranceUsage
 from _vllm_gates.worker_pool import AHEAD_REQUESTS
-
-
-class ItemKind(str, Enum):
-    """What one gate item checks."""
-
-    CASE = "case"
-    PROPERTIES = "properties"
-    KNOWN_BAD = "known_bad"
-    KNOWN_GOOD = "known_good"
-    AUDIT = "audit"
-    STRENGTH = "strength"
-    DEFINITION = "definition"
-
-
-@dataclass(frozen=True)
-class ItemIdentity:
-    """Which row, gate and milestone an item belongs to, and where it is written."""
-
-    row: str
-    gate: str
-    milestone: str
-    kind: ItemKind
-    line: int
-
-
-@dataclass(frozen=True)
-class ItemRecord:
-    """What a finished item checked: how many checks, and for a known-bad or the audit, what rejected it."""
-
-    checks: int
-    rejected_by: str = ""
-    harness_error: bool = False
-    values: int = 0  # properties: examples where impl and oracle both gave a value that was compared
-    agreed_errors: int = 0  # properties: examples where both raised errors that agree
-    rejected_item: str = ""  # a known-bad's or the audit's: the case (its name) or "properties" that rejected it
-    tolerance_used: float | None = None  # a policy's passing comparisons: the most of its tolerance one used (docs/numeric-gates.md §4)
-    tolerance_at: Mapping[str, str] | None = None  # where: {"where": case or example, "output": path, "dtype": ...}
-    excused: int = 0  # the tokens policy: near-tie positions its passing comparisons excused
-    strength: Mapping[str, Any] | None = None  # the tolerance audit's finding (tolerance_audit.StrengthFinding.to_data)
-
 
 RECORD = pytest.StashKey[ItemRecord]()
 SKIP_CAUSE = pytest.StashKey[SkipCause]()  # why the item is skipped, as data (the skip's reason is its text)

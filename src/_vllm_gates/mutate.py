@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,6 @@ from _vllm_gates.mutate_operators import Mutant, family, mutants
 from _vllm_gates.mutate_report import (
     EQUIVALENTS_FILE,
     MUTATION_SCHEMA,
-    NOT_RUN_HERE,
     Earlier,
     MutationError,
     MutationRowReport,
@@ -55,6 +54,7 @@ from _vllm_gates.mutate_report import (
 )
 from _vllm_gates.mutate_schema_report import schema_report
 from _vllm_gates.mutation_evidence import sources_fingerprint  # the one way `mutation:` claims read it too
+from _vllm_gates.mutation_records import NOT_RUN_HERE, MutantEntry, MutantVerdict
 from _vllm_gates.patterns import declared_files
 from _vllm_gates.progress import Progress
 from _vllm_gates.project import Project
@@ -152,7 +152,7 @@ class Sessions:
         return specs
 
     def judge(self, row: str, gate_path: str, watch: list[str], specs: list[dict[str, Any]], chosen: list[Mutant],
-              trace_gates: list[str], known_bads: bool, timeout: float, found: Callable[[Mutant, dict[str, Any]], None],
+              trace_gates: list[str], known_bads: bool, timeout: float, found: Callable[[Mutant, MutantVerdict], None],
               impl: str = PYTHON, first_kill: bool = False) -> dict[str, Any]:
         """The first pass (unmutated items, lines reached, known-bads) and each mutant's result, handed to ``found``
         as it comes; returns the first pass. ``watch``: the files whose importing workers restart between mutants."""
@@ -169,11 +169,11 @@ class Sessions:
             stuck = self._session(gate_path, folder, {**plan, "mutants": left}, timeout, by_id, found, impl)
             if stuck is None:
                 return json.loads((folder / "baseline.json").read_text(encoding="utf-8"))
-            found(by_id[stuck], {"status": "timed_out", "killed_by": None, "killing_gates": []})
+            found(by_id[stuck], MutantVerdict("timed_out"))
             left = left[[spec["id"] for spec in left].index(stuck) + 1:]
 
     def _session(self, gate_path: str, folder: Path, plan: dict[str, Any], timeout: float, by_id: dict[str, Mutant],
-                 found: Callable[[Mutant, dict[str, Any]], None], impl: str) -> str | None:
+                 found: Callable[[Mutant, MutantVerdict], None], impl: str) -> str | None:
         """One session over ``plan``'s mutants; the id of the mutant it was stopped on, or None when it judged all."""
         (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
         events = folder / "events.jsonl"
@@ -206,7 +206,8 @@ class Sessions:
                     elif kind == "start":
                         current, deadline = event["id"], time.monotonic() + timeout
                     elif kind == "done":
-                        found(by_id[event.pop("id")], event)
+                        mutant_id = event.pop("id")
+                        found(by_id[mutant_id], MutantVerdict.from_data(event, f"{events}: mutant {mutant_id}"))
                         current = None
                     elif kind == "error":
                         raise MutationError(event["message"])
@@ -371,16 +372,16 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
     elsewhere = {} if external else _reached_only_elsewhere(config, gate_file, files)
     reach = ({f: gates_reaching(config, gate_file, f) for f in files} if external
              else reaching_gates(config, gate_file, files, graph))
-    outcomes: dict[str, dict[str, Any]] = {}
+    outcomes: dict[str, MutantVerdict] = {}
     for mutant in chosen:
         before = earlier.record(mutant.id(row), mutant.fingerprint) if earlier else None
         if before and not verdict_holds(before, reach.get(mutant.file, []), earlier.gate_fingerprints if earlier else {},
                                         report.gate_fingerprints):
             before = None
         if mutant.fingerprint in equivalent:
-            outcomes[mutant.id(row)] = {"status": "equivalent", "killed_by": None, "killing_gates": [], "gates_run": []}
+            outcomes[mutant.id(row)] = MutantVerdict("equivalent")
         elif before and (before.get("status") != NOT_RUN_HERE or mutant.file in elsewhere):
-            outcomes[mutant.id(row)] = {k: before.get(k) for k in ("status", "killed_by", "killing_gates", "gates_run")}
+            outcomes[mutant.id(row)] = replace(MutantVerdict.from_data(before, f"{row}: earlier mutant {mutant.id(row)}"), seconds=None)
             report.reused += 1
     left = [m for m in chosen if m.id(row) not in outcomes]
     if options.budget is not None:  # judged in a random order, so that what the budget leaves out is a fair draw
@@ -388,23 +389,23 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
     progress = Progress(row, len(left))
     clock, tally = time.monotonic(), {"judged": 0, "killed": 0, "survived": 0}
 
-    def judged(mutant: Mutant, outcome: dict[str, Any]) -> None:
-        if outcome["status"] == "not_covered" and mutant.file in elsewhere:
-            outcome = {**outcome, "status": NOT_RUN_HERE, "detail": elsewhere[mutant.file]}
-        outcomes[mutant.id(row)] = {"gates_run": [], **outcome}
+    def judged(mutant: Mutant, outcome: MutantVerdict) -> None:
+        if outcome.status == "not_covered" and mutant.file in elsewhere:
+            outcome = replace(outcome, status=NOT_RUN_HERE, detail=elsewhere[mutant.file])
+        outcomes[mutant.id(row)] = outcome
         recorded()
 
     def recorded() -> None:
-        report.mutants = [{"id": m.id(row), "file": m.file, "line": m.line, "operator": m.operator, "diff": m.diff,
-                           "fingerprint": m.fingerprint, **outcomes[m.id(row)]} for m in chosen if m.id(row) in outcomes]
+        report.mutants = [MutantEntry(m.id(row), m.file, m.line, m.operator, m.diff, m.fingerprint, outcomes[m.id(row)]).to_data()
+                          for m in chosen if m.id(row) in outcomes]
         save(report)
 
-    def counted(mutant: Mutant, outcome: dict[str, Any]) -> None:
+    def counted(mutant: Mutant, outcome: MutantVerdict) -> None:
         """A mutant judged now: recorded, shown on the progress line, and the row stopped once --budget is spent."""
         judged(mutant, outcome)
         tally["judged"] += 1
-        if outcome["status"] in tally:
-            tally[outcome["status"]] += 1
+        if outcome.status in tally:
+            tally[outcome.status] += 1
         progress.update(tally["judged"], {"killed": tally["killed"], "survived": tally["survived"]})
         if options.budget is not None and not external and time.monotonic() - clock > options.budget:
             raise BudgetSpent
@@ -429,7 +430,7 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
 
 def _judge_left(sessions: Sessions, config: Config, gate_file: GateFile, row: str, shown: str, files: list[str],
                 options: Options, left: list[Mutant], changed: dict[str, set[int]] | None,
-                judged: Callable[[Mutant, dict[str, Any]], None], report: MutationRowReport) -> None:
+                judged: Callable[[Mutant, MutantVerdict], None], report: MutationRowReport) -> None:
     """The mutants no earlier verdict covers, judged in the row's warm session (built first for an external one)."""
     external = options.impl != PYTHON
     if left and external:
@@ -449,7 +450,7 @@ def _judge_left(sessions: Sessions, config: Config, gate_file: GateFile, row: st
 
 
 def _external_specs(config: Config, gate_file: GateFile, row: str, options: Options, left: list[Mutant],
-                    judged: Callable[[Mutant, dict[str, Any]], None]) -> list[dict[str, Any]]:
+                    judged: Callable[[Mutant, MutantVerdict], None]) -> list[dict[str, Any]]:
     """Each mutant of an external implementation built (cached under build/mutants/IMPL); one that does not build is
     judged not_compiling here. Building stops once --budget seconds are spent: the mutants after are not judged."""
     implementation = config.implementation(options.impl)
@@ -467,8 +468,7 @@ def _external_specs(config: Config, gate_file: GateFile, row: str, options: Opti
         try:
             binary = builds.binary(mutant)
         except MutantDoesNotBuild as refused:
-            judged(mutant, {"status": "not_compiling", "killed_by": None, "killing_gates": [],
-                            "detail": str(refused)[-DETAIL_CHARS:]})
+            judged(mutant, MutantVerdict("not_compiling", detail=str(refused)[-DETAIL_CHARS:]))
             continue
         specs.append({"id": mutant.id(row), "command": [str(binary), *implementation.command[1:]],
                       "gates": gates_reaching(config, gate_file, mutant.file)})

@@ -13,12 +13,10 @@ import yaml
 
 from _vllm_gates.errors import GatesError
 from _vllm_gates.mutate_operators import family
+from _vllm_gates.mutation_records import MEASURED, NOT_RUN_HERE, STATUSES
 from _vllm_gates.reports import write_atomic
 
 MUTATION_SCHEMA = "vllm-gates/mutation/1"
-NOT_RUN_HERE = "not_run_here"  # only gates that cannot run on this machine (a requirement unmet) may reach it
-STATUSES = ("killed", "survived", "timed_out", "not_covered", "equivalent", "not_compiling", NOT_RUN_HERE)
-MEASURED = frozenset({"killed", "survived", "timed_out", "not_covered", "not_compiling"})  # what a rerun may reuse
 EQUIVALENTS_FILE = "equivalent_mutants.yaml"
 
 

@@ -11,17 +11,19 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from _vllm_gates.errors import GatesError
-from _vllm_gates.items import RECORD, CaseItem, GateItem, ItemKind
+from _vllm_gates.items import RECORD, CaseItem, GateItem
 from _vllm_gates.mutate_hook import PLAN_VARIABLE, hook_errors
+from _vllm_gates.mutation_records import Kill, KnownBadVerdict, MutantVerdict
 from _vllm_gates.plugin import gate_run
 from _vllm_gates.pytest_compat import run_again
+from _vllm_gates.records import ItemKind
 from _vllm_gates.worker_pool import WorkerPool
 
 DETAIL_CHARS = 400  # of a killing item's failure text kept in the report
@@ -111,15 +113,14 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
         found = item_run(item)
         record = item.stash.get(RECORD, None)
         rejected = found.status == "passed" and record is not None
-        known.append({"gate": item.identity.gate, "name": item.name.removeprefix("known_bad[").removesuffix("]"),
-                      "outcome": found.status,
-                      "killed_by": {"gate": item.identity.gate, "item": record.rejected_item or item.name,
-                                    "detail": record.rejected_by[:DETAIL_CHARS]} if rejected and record is not None else None})
+        known.append(KnownBadVerdict(item.identity.gate, item.name.removeprefix("known_bad[").removesuffix("]"), found.status,
+                                     Kill(item.identity.gate, record.rejected_item or item.name, record.rejected_by[:DETAIL_CHARS])
+                                     if rejected and record is not None else None).to_data())
     return {"passing": passing, "failing": {g: names for g, names in failing.items() if names}, "reached": reached,
             "known_bads": known, "seconds": seconds}
 
 
-def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) -> dict[str, Any]:
+def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) -> MutantVerdict:
     """The mutant against the items that passed unmutated, of the gates that executed its line (an external
     implementation's mutant names the gates that can reach it): each gate stops at its first failing item, and with
     `first_kill` the mutant at its first failing gate. Killed when one fails, not_compiling when importing the
@@ -131,7 +132,7 @@ def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) ->
         gates = [g for g in session.by_gate if where in [list(w) for w in baseline["reached"].get(g, [])]
                  and baseline["passing"].get(g)]
     if not gates:
-        return {"status": "not_covered", "killed_by": None, "killing_gates": [], "gates_run": []}
+        return MutantVerdict("not_covered")
     if "command" in mutant:
         session.pool.use_external(tuple(mutant["command"]))
     else:
@@ -152,12 +153,11 @@ def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) ->
             break
     session.check_hook()
     if "failed" in mutant and os.path.exists(mutant["failed"]):
-        return {"status": "not_compiling", "killed_by": None, "killing_gates": [], "gates_run": gates}
+        return MutantVerdict("not_compiling", gates_run=tuple(gates))
     if not failures:
-        return {"status": "survived", "killed_by": None, "killing_gates": [], "gates_run": gates}
+        return MutantVerdict("survived", gates_run=tuple(gates))
     gate, name, detail = failures[0]
-    return {"status": "killed", "killed_by": {"gate": gate, "item": name, "detail": detail},
-            "killing_gates": [g for g, _, _ in failures], "gates_run": gates}
+    return MutantVerdict("killed", Kill(gate, name, detail), tuple(g for g, _, _ in failures), tuple(gates))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -200,7 +200,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
             state.event(event="start", id=mutant["id"])
             clock = time.monotonic()
             result = judge(state, baseline, mutant)
-            state.event(event="done", id=mutant["id"], **result, seconds=round(time.monotonic() - clock, 3))
+            state.event(event="done", id=mutant["id"], **replace(result, seconds=round(time.monotonic() - clock, 3)).to_data())
     except HookFailed as failed:
         state.event(event="error", message=f"the mutation hook failed in a worker: {failed}")
         return True

@@ -14,6 +14,8 @@ from typing import Any
 from _vllm_gates.errors import GatesError
 from _vllm_gates.evidence import read_report
 from _vllm_gates.mutate_report import MUTATION_SCHEMA  # the one schema id, written by gates mutate
+from _vllm_gates.mutation_records import MutationReport
+from _vllm_gates.records import RecordError
 
 MISSING_FILE = "(missing)"  # what a file that no longer exists contributes to a fingerprint
 
@@ -47,45 +49,23 @@ def read_mutation_report(path: Path, shown: str) -> dict[str, Any]:
 
 def row_strengths(document: Mapping[str, Any], shown: str) -> dict[str, RowStrength]:
     """Each row of a mutation report by id; MutationEvidenceError naming the row whose record is malformed."""
-    found: dict[str, RowStrength] = {}
-    families = document.get("families")
-    if families:  # `gates mutate --family`: a score of some operator families, which no claim on the row may read
-        raise MutationEvidenceError(f"--mutation {shown}: measured with --family {' --family '.join(map(str, families))}: "
+    try:
+        report = MutationReport.from_data(document, f"--mutation {shown}")
+    except RecordError as exc:
+        raise MutationEvidenceError(str(exc)) from None
+    if report.families:  # `gates mutate --family`: a score of some operator families, which no claim on the row may read
+        raise MutationEvidenceError(f"--mutation {shown}: measured with --family {' --family '.join(report.families)}: "
                                     f"its scores count only those families' mutants, not a row's; measure without --family")
-    rows = document.get("rows")
-    if not isinstance(rows, list):
-        raise MutationEvidenceError(f"--mutation {shown}: `rows` is {type(rows).__name__}, expected a list")
-    for index, row in enumerate(rows):
-        try:
-            strength = _strength(row)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MutationEvidenceError(f"--mutation {shown}: rows[{index}] is malformed ({type(exc).__name__}: {exc})") from None
-        found[strength.row] = strength
+    found: dict[str, RowStrength] = {}
+    for index, row in enumerate(report.rows):
+        killed, counted = row.counts["killed"], row.counted
+        if counted < 0 or killed > max(counted, 0):
+            raise MutationEvidenceError(f"--mutation {shown}: rows[{index}] is malformed (killed {killed} of {counted} "
+                                        f"counted mutants)")
+        survivors = tuple(m.fingerprint for m in row.mutants if m.verdict.status == "survived")
+        found[row.row] = RowStrength(row.row, row.sources_fingerprint, row.files, killed, counted,
+                                     killed / counted if counted else None, survivors)
     return found
-
-
-def _count(row: Mapping[str, Any], key: str) -> int:
-    value = row[key]
-    if type(value) is not int or value < 0:
-        raise ValueError(f"{key} = {value!r}, expected a whole number >= 0")
-    return value
-
-
-def _strength(row: Mapping[str, Any]) -> RowStrength:
-    name, fingerprint = row["row"], row["sources_fingerprint"]
-    if not isinstance(name, str) or not isinstance(fingerprint, str):
-        raise TypeError("row and sources_fingerprint must be text")
-    mutants = row.get("mutants") or []
-    files = row.get("files") or sorted({m["file"] for m in mutants})
-    if not all(isinstance(f, str) for f in files):
-        raise TypeError("a mutant's file must be text")
-    killed = _count(row, "killed")
-    counted = (_count(row, "generated") - _count(row, "equivalent") - _count(row, "not_compiling")
-               - (_count(row, "not_run_here") if "not_run_here" in row else 0))  # reports before it had none
-    if counted < 0 or killed > max(counted, 0):
-        raise ValueError(f"killed {killed} of {counted} counted mutants")
-    survivors = tuple(str(m.get("fingerprint", "")) for m in mutants if m.get("status") == "survived")
-    return RowStrength(name, fingerprint, tuple(files), killed, counted, killed / counted if counted else None, survivors)
 
 
 def sources_fingerprint(root: Path, files: tuple[str, ...] | list[str]) -> str:

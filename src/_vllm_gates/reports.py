@@ -7,11 +7,10 @@ import stat
 import tempfile
 import unicodedata
 from dataclasses import asdict
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from _vllm_gates.verdicts import ItemResult, RunReport
+from _vllm_gates.verdicts import RunReport
 
 RUN_SCHEMA = "vllm-gates/run/3"  # docs/evidence.md; the JSON Schema is schema/run.schema.json
 
@@ -202,16 +201,8 @@ def to_json(report: RunReport, exit_code: int, meta: dict[str, Any], evidence: d
         "exit_code": exit_code,
         "checks": report.checks,
         "rows": verdicts([asdict(r) for r in report.rows]),
-        "items": verdicts([_item_record(i) for i in sorted(report.items, key=lambda i: i.nodeid)]),
+        "items": [i.to_report() for i in sorted(report.items, key=lambda i: i.nodeid)],
     }
-
-
-def _item_record(item: ItemResult) -> dict[str, Any]:
-    """An item as its JSON record: its skip cause shows as ``detail``, the text rendered from it."""
-    record = asdict(item)
-    del record["cause"]
-    record["outcome"] = item.outcome.value if isinstance(item.outcome, Enum) else item.outcome
-    return record
 
 
 def _umask() -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +22,16 @@ from _vllm_gates.evidence import Device, GateEvidence, environment, this_device
 from _vllm_gates.exitcodes import ExitCode, SessionEnd, exit_code
 from _vllm_gates.features import Judging, gathered, report_passes
 from _vllm_gates.fingerprints import Fingerprinter, GateFingerprint
-from _vllm_gates.items import RECORD, SKIP_CAUSE, GateItem, ItemIdentity, ItemRecord
+from _vllm_gates.items import RECORD, SKIP_CAUSE, GateItem
 from _vllm_gates.model import GateFile, Roadmap
 from _vllm_gates.mutation_claims import MutationEvidence
 from _vllm_gates.outcomes import ItemOutcome, SkipCause
 from _vllm_gates.partial import selection
 from _vllm_gates.profiles import RunSeed, current_profile_name
 from _vllm_gates.project import Project
+from _vllm_gates.records import ItemIdentity, ItemRecord, ItemResult
 from _vllm_gates.reports import junit_claims, markdown, table, tolerance_properties, write_atomic, write_json
-from _vllm_gates.verdicts import ItemResult, RunReport, Scope, build_report, with_unknown_rows
+from _vllm_gates.verdicts import RunReport, Scope, build_report, with_unknown_rows
 from _vllm_gates.worker_pool import WorkerPool
 
 _WORKER_HEADER = re.compile(r"\[gw[0-9]+\] .* -- Python ")  # the line xdist puts before a worker's failure text
@@ -39,25 +40,6 @@ _WORKER_HEADER = re.compile(r"\[gw[0-9]+\] .* -- Python ")  # the line xdist put
 def without_worker_header(lines: list[str]) -> list[str]:
     """A failure's lines without the ``[gw1] linux -- Python 3.11.7 ...`` line an xdist worker's report starts with."""
     return lines[1:] if lines and _WORKER_HEADER.match(lines[0]) else lines
-
-
-@dataclass
-class _Partial:
-    """An item's result while its phases (setup, call, teardown) arrive."""
-
-    identity: ItemIdentity
-    outcome: ItemOutcome = ItemOutcome.PASSED
-    detail: str = ""
-    cause: SkipCause | None = None
-    duration: float = 0.0
-    checks: int = 0
-    rejected_by: str = ""
-    values: int = 0
-    agreed_errors: int = 0
-    tolerance_used: float | None = None
-    tolerance_at: Any = None  # where it was used (value_agreement.ToleranceUsage.at)
-    excused: int = 0
-    strength: Any = None  # the tolerance audit's finding as plain data (StrengthFinding.to_data)
 
 
 @dataclass(eq=False)
@@ -101,7 +83,7 @@ class GateRun:
     seed: RunSeed | None = None  # the run seed of profiles that are not derandomized (profiles.RunSeed)
     notes: list[str] = field(default_factory=list)  # said once, under the row table (the example database, examples_db)
     stash: pytest.Stash = field(default_factory=pytest.Stash)  # each feature's own state, by its key
-    _results: dict[str, _Partial] = field(default_factory=dict)
+    _results: dict[str, ItemResult] = field(default_factory=dict)  # by node id, folded as its phases arrive
     _fingerprints: dict[tuple[str, str], GateFingerprint] | None = None
 
     @property
@@ -232,33 +214,22 @@ class GateRun:
              report: pytest.TestReport) -> None:
         """Fold one phase's report of a gate item into its result (here, or sent by an xdist worker); ``cause``: why
         the item skips, when it does for a reason of ours (the report's reason is then its text)."""
-        entry = self._results.setdefault(nodeid, _Partial(identity))
-        entry.duration += report.duration
-        if found is not None:
-            entry.checks, entry.rejected_by = found.checks, found.rejected_by
-            entry.values, entry.agreed_errors = found.values, found.agreed_errors
-            entry.tolerance_used, entry.tolerance_at, entry.excused = found.tolerance_used, found.tolerance_at, found.excused
-            entry.strength = found.strength
+        entry = self._results.get(nodeid) or ItemResult.begun(nodeid, identity)
+        entry = replace(entry, duration=entry.duration + report.duration, record=found if found is not None else entry.record)
         if report.skipped:
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
-            entry.outcome, entry.cause = ItemOutcome.SKIPPED, cause
-            entry.detail = cause.text() if cause is not None else reason.removeprefix("Skipped: ")
+            entry = replace(entry, outcome=ItemOutcome.SKIPPED, cause=cause,
+                            reason=cause.text() if cause is not None else reason.removeprefix("Skipped: "))
         elif report.failed:
             harness_error = report.when != "call" or (found is not None and found.harness_error)
-            entry.outcome = ItemOutcome.ERROR if harness_error else ItemOutcome.FAILED
             lines = without_worker_header(report.longreprtext.strip().splitlines())
-            entry.detail = lines[0][:300] if lines else report.when
+            entry = replace(entry, outcome=ItemOutcome.ERROR if harness_error else ItemOutcome.FAILED,
+                            reason=lines[0][:300] if lines else report.when)
+        self._results[nodeid] = entry
 
     def results(self) -> list[ItemResult]:
-        return [ItemResult(nodeid=nodeid, row=e.identity.row, gate=e.identity.gate, milestone=e.identity.milestone,
-                           kind=e.identity.kind.value, name=nodeid.rsplit("::", 1)[-1], outcome=e.outcome, checks=e.checks,
-                           detail=e.rejected_by if e.outcome == ItemOutcome.PASSED else e.detail, duration=round(e.duration, 6),
-                           values=e.values, agreed_errors=e.agreed_errors, cause=e.cause,
-                           tolerance_used=e.tolerance_used if e.outcome == ItemOutcome.PASSED else None,
-                           tolerance_at=e.tolerance_at if e.outcome == ItemOutcome.PASSED else None, excused=e.excused,
-                           strength=e.strength)
-                for nodeid, e in self._results.items()]
+        return list(self._results.values())
 
     def scope(self, roadmap: Roadmap) -> list[str]:
         """Rows this run judges: those asked for; else every row when every gate file was collected; else the collected."""

@@ -42,14 +42,12 @@ def shard_files(paths: list[str]) -> list[ShardFile]:
     """The evidence files written by `gates run --shard` (others are plain evidence, not checked here)."""
     found = []
     for shown in paths:
-        document = read_run_report(Path(shown), shown)
-        meta = written if isinstance(written := document.get("meta"), dict) else {}
-        record = meta.get("shard")
+        report = read_run_report(Path(shown), shown)
+        record = report.meta.get("shard")
         if not isinstance(record, dict):
             continue
-        executed = frozenset(f"{gate['row']}::{gate['gate']}" for row in document.get("rows") or ()
-                             for gate in row.get("gates") or () if gate.get("executed") and not gate.get("partial"))
-        found.append(ShardFile(shown, record, meta.get("seed"), meta.get("profile"), executed))
+        executed = frozenset(f"{gate.row}::{gate.gate}" for gate in report.gates() if gate.executed and not gate.partial)
+        found.append(ShardFile(shown, record, report.meta.get("seed"), report.meta.get("profile"), executed))
     return found
 
 

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from _vllm_gates.errors import GatesError
-from _vllm_gates.evidence import EvidenceError, read_report
+from _vllm_gates.evidence import EvidenceError, read_run_report
 from _vllm_gates.fingerprints import Fingerprinter
 from _vllm_gates.model import Gate
 from _vllm_gates.project import Project
-from _vllm_gates.reports import RUN_SCHEMA
 
 _SHARD = re.compile(r"([0-9]+)/([0-9]+)")
 
@@ -98,17 +97,12 @@ def recorded_durations(paths: list[str]) -> dict[tuple[str, str], float]:
     found: dict[tuple[str, str], float] = {}
     for shown in paths:
         try:
-            document = read_report(Path(shown), f"--shard-durations {shown}", RUN_SCHEMA, "run report",
-                                   "the --json report of `gates run`", EvidenceError)
+            report = read_run_report(Path(shown), shown, "--shard-durations")
         except EvidenceError as error:
             raise ShardError(str(error)) from None
         this: dict[tuple[str, str], float] = {}
-        for item in document.get("items") or ():
-            try:
-                key, seconds = (str(item["row"]), str(item["gate"])), float(item["duration"])
-            except (KeyError, TypeError, ValueError):
-                raise ShardError(f"--shard-durations {shown}: an item without row, gate and duration: {item!r}") from None
-            this[key] = this.get(key, 0.0) + seconds
+        for item in report.items:
+            this[(item.row, item.gate)] = this.get((item.row, item.gate), 0.0) + item.duration
         found.update(this)
     return found
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
 
 from _vllm_gates.model import BrokenGate, Gate, GateFile, Roadmap
-from _vllm_gates.outcomes import ItemOutcome, NotImplementedBy, OperationCount, RequirementUnmet, SkipCause
+from _vllm_gates.outcomes import ItemOutcome, OperationCount
+from _vllm_gates.records import ItemResult
 
 MILESTONE_UNMET = "a milestone does not meet its claimed state"  # a row's claim, when one of its milestones' is not met
 
@@ -32,39 +32,6 @@ class Verdict(str, Enum):
 
 def worst(verdicts: list[Verdict]) -> Verdict:
     return max(verdicts, key=lambda v: v.severity) if verdicts else Verdict.EMPTY
-
-
-@dataclass(frozen=True)
-class ItemResult:
-    """The outcome of one pytest item of a gate."""
-
-    nodeid: str
-    row: str
-    gate: str
-    milestone: str
-    kind: str  # an ItemKind value
-    name: str
-    outcome: ItemOutcome
-    checks: int = 0
-    detail: str = ""  # a skip's or failure's reason as reports show it (a skip's: its cause's text)
-    duration: float = 0.0
-    values: int = 0  # properties: examples whose values were compared
-    agreed_errors: int = 0  # properties: examples where impl and oracle raised errors that agree
-    cause: SkipCause | None = None  # why it was skipped, as data (reports show ``detail``, not this)
-    tolerance_used: float | None = None  # a passing item under a policy: the most of its tolerance one comparison used
-    tolerance_at: Mapping[str, str] | None = None  # where: {"where": case or example, "output": path, "dtype": ...}
-    excused: int = 0  # the tokens policy: near-tie positions excused
-    strength: Mapping[str, Any] | None = None  # the strength item: the tolerance audit's finding (StrengthFinding.to_data)
-
-    @property
-    def not_implemented(self) -> NotImplementedBy | None:
-        """Skipped because the judged implementation does not provide (all of) its gate's operation."""
-        return self.cause if self.outcome == ItemOutcome.SKIPPED and isinstance(self.cause, NotImplementedBy) else None
-
-    @property
-    def requirement_unmet(self) -> bool:
-        """Skipped because this machine lacks what one of its markers requires (a CUDA device)."""
-        return self.outcome == ItemOutcome.SKIPPED and isinstance(self.cause, RequirementUnmet)
 
 
 @dataclass(frozen=True)

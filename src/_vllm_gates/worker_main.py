@@ -17,6 +17,7 @@ from typing import Any
 from _vllm_gates.call import Call
 from _vllm_gates.channel import MAX_BUFFER_BYTES, PROTOCOL_VERSION, ChannelClosed, ProtocolError, parse, receive, receive_buffered, send, socket_from_fd
 from _vllm_gates.errors import DefinitionError, GatesError, Location
+from _vllm_gates.messages import ErrorBody, Fork, Forked, Hello, Ready, Refused, ServerHello, Status, StatusQuery, read
 from _vllm_gates.model import TargetRef
 from _vllm_gates.plain import NotPlain, decode, encode
 from _vllm_gates.sandbox import SCRATCH_VARIABLE
@@ -161,18 +162,17 @@ def _raised(exc: BaseException) -> dict[str, Any]:
 def serve(fd: int) -> int:
     """Answer requests until the judge says bye or closes the channel."""
     sock = socket_from_fd(fd)
-    hello = receive(sock)
-    refusal = _refusal(hello)
-    if refusal:
-        send(sock, {"op": "refused", "reason": refusal[:500]})
+    hello, refusal = _hello(receive(sock))
+    if hello is None:
+        send(sock, Refused(refusal[:500]).to_wire())
         return 2
     if not os.environ.get(SCRATCH_VARIABLE):  # a confined worker stays in its scratch folder (sandbox.py)
-        os.chdir(hello["root"])
-    for entry in reversed(hello.get("path", [])):
+        os.chdir(hello.root)
+    for entry in reversed(hello.path):
         sys.path.insert(0, entry)
-    worker = Worker(tuple(hello["allowed_roots"]), hello.get("max_buffer_bytes", MAX_BUFFER_BYTES))
-    set_current(hello.get("settings", {}))
-    send(sock, {"op": "ready", "version": PROTOCOL_VERSION, "pid": os.getpid(), "language": "python"})
+    worker = Worker(hello.allowed_roots, hello.max_buffer_bytes)
+    set_current(hello.settings)
+    send(sock, Ready(PROTOCOL_VERSION, os.getpid(), "python").to_wire())
     handlers = {"check": worker.check, "call": worker.call}
     while True:
         try:
@@ -191,27 +191,28 @@ def serve(fd: int) -> int:
                 raise Failed("protocol", f"unknown op {op!r}")
             reply["result"] = handler(request)
         except Failed as failure:
-            reply["error"] = {"kind": failure.kind, "message": failure.message, "which": failure.which}
+            reply["error"] = ErrorBody(failure.kind, failure.message, failure.which).to_wire()
         except Exception as exc:  # the worker's own failure: reported, never a result
-            reply["error"] = {"kind": "worker", "message": f"{type(exc).__name__}: {_text(exc)}\n{traceback.format_exc()[-2000:]}"}
+            reply["error"] = ErrorBody("worker", f"{type(exc).__name__}: {_text(exc)}\n{traceback.format_exc()[-2000:]}").to_wire()
         worker.buffers = ()
         try:
             send(sock, reply, worker.cap)
         except (ProtocolError, ValueError) as exc:  # a result too big for a frame, or not JSON after all
-            send(sock, {"id": request.get("id"), "error": {"kind": "not-plain", "message": f"the result cannot be sent: {exc}"}})
+            send(sock, {"id": request.get("id"), "error": ErrorBody("not-plain", f"the result cannot be sent: {exc}").to_wire()})
 
 
-def _refusal(hello: dict[str, Any]) -> str:
-    """Why a worker refuses the judge's first message ('' when it is a hello it can answer): another protocol
-    version (both named, docs/worker-protocol.md §4), or a max_buffer_bytes that is not a count of bytes."""
-    if hello.get("op") != "hello":
-        return f"expected a hello of protocol version {PROTOCOL_VERSION}, got {hello!r}"
-    if hello.get("version") != PROTOCOL_VERSION:
-        return f"this worker speaks protocol version {PROTOCOL_VERSION}; the judge sent version {str(hello.get('version'))[:40]}"
-    cap = hello.get("max_buffer_bytes", MAX_BUFFER_BYTES)
-    if type(cap) is not int or cap < 0:
-        return f"max_buffer_bytes of {str(cap)[:40]} is not a count of bytes"
-    return ""
+def _hello(data: Any) -> tuple[Hello | None, str]:
+    """The judge's first message as a hello this worker can answer, or None and why it refuses it: not a hello,
+    another protocol version (both named, docs/worker-protocol.md §4), or a field it cannot use (a max_buffer_bytes
+    that is not a count of bytes, named with its value)."""
+    if type(data) is not dict or data.get("op") != "hello":
+        return None, f"expected a hello of protocol version {PROTOCOL_VERSION}, got {data!r}"
+    if data.get("version") != PROTOCOL_VERSION:
+        return None, f"this worker speaks protocol version {PROTOCOL_VERSION}; the judge sent version {str(data.get('version'))[:40]}"
+    try:
+        return read(data, Hello), ""
+    except ProtocolError as error:
+        return None, str(error)
 
 
 def zygote(fd: int) -> int:
@@ -223,19 +224,20 @@ def zygote(fd: int) -> int:
     import importlib
 
     control = socket_from_fd(fd)
-    hello = receive(control)
-    for name in hello.get("preload", []):
+    hello = read(receive(control), ServerHello)
+    for name in hello.preload:
         try:
             importlib.import_module(name)
         except Exception:  # a module that does not import here is imported (and reported) by the worker that needs it
             pass
-    send(control, {"op": "ready", "version": PROTOCOL_VERSION, "pid": os.getpid()})
+    send(control, Ready(PROTOCOL_VERSION, os.getpid()).to_wire())
     while True:
         try:
-            request, fds = _receive_with_fds(control)
-        except ChannelClosed:
+            received, fds = _receive_with_fds(control)
+            request = read(received, Fork, StatusQuery)
+        except (ChannelClosed, ProtocolError):  # the judge closed the channel, or said something else: done
             return 0
-        if request.get("op") == "fork":
+        if isinstance(request, Fork):
             channel_fd, log_fd = fds
             pid = os.fork()
             if pid == 0:
@@ -244,16 +246,15 @@ def zygote(fd: int) -> int:
                 os.dup2(log_fd, 1)
                 os.dup2(log_fd, 2)
                 os.close(log_fd)
-                if request.get("scratch"):
-                    _confine(request["scratch"], request.get("rules"))
+                if request.scratch:
+                    _confine(request.scratch, request.rules)
                 os._exit(serve(channel_fd))
             os.close(channel_fd)
             os.close(log_fd)
-            send(control, {"op": "forked", "pid": pid})
-        elif request.get("op") == "status":
-            send(control, {"op": "status", **_status(int(request["pid"]), float(request.get("wait", 10.0)))})
+            send(control, Forked(pid).to_wire())
         else:
-            return 0
+            assert isinstance(request, StatusQuery)  # read() returns one of the kinds it was asked for
+            send(control, _status(request.pid, request.wait).to_wire())
 
 
 def _confine(scratch: str, rules: str | None) -> None:
@@ -294,7 +295,7 @@ def _receive_with_fds(sock: Any) -> tuple[dict[str, Any], list[int]]:
     return json.loads(body.decode("utf-8")), list(fds)
 
 
-def _status(pid: int, wait: float) -> dict[str, Any]:
+def _status(pid: int, wait: float) -> Status:
     """How a forked worker ended: its exit status or signal; None for both when it is still running after ``wait`` s."""
     import time
 
@@ -303,13 +304,13 @@ def _status(pid: int, wait: float) -> dict[str, Any]:
         try:
             done, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
-            return {"exit": None, "signal": None, "unknown": True}
+            return Status(None, None, unknown=True)
         if done:
             if os.WIFSIGNALED(status):
-                return {"exit": None, "signal": os.WTERMSIG(status)}
-            return {"exit": os.WEXITSTATUS(status), "signal": None}
+                return Status(None, os.WTERMSIG(status))
+            return Status(os.WEXITSTATUS(status), None)
         if time.monotonic() >= deadline:
-            return {"exit": None, "signal": None}
+            return Status(None, None)
         time.sleep(0.02)
 
 

@@ -40,6 +40,7 @@ from _vllm_gates.channel import (
     send_parts,
 )
 from _vllm_gates.errors import GatesError
+from _vllm_gates.messages import Bye, Fork, Forked, Hello, Ready, ServerHello, Status, StatusQuery, read
 from _vllm_gates.sandbox import SCRATCH_VARIABLE, Sandbox
 
 STARTUP_TIMEOUT = 120.0
@@ -163,31 +164,32 @@ class ForkServer(Spawner):
         lifeline.current().adopt(self.server.pid)
         server_end.close()
         self.control = judge_end
-        send(self.control, {"op": "hello", "version": PROTOCOL_VERSION, "preload": list(spec.preload)})
+        send(self.control, ServerHello(tuple(spec.preload)).to_wire())
         self.ready = False
 
-    def _ask(self, message: dict[str, Any], fds: list[int] | None = None, timeout: float = STARTUP_TIMEOUT) -> dict[str, Any]:
+    def _ask(self, message: Fork | StatusQuery, expected: type[Forked] | type[Status], fds: list[int] | None = None,
+             timeout: float = STARTUP_TIMEOUT) -> Any:
         from _vllm_gates.channel import frame
 
         try:
             if not self.ready:
-                receive(self.control, STARTUP_TIMEOUT)
+                read(receive(self.control, STARTUP_TIMEOUT), Ready)
                 self.ready = True
-            socket.send_fds(self.control, [frame(message)], fds or [])
-            return receive(self.control, timeout)
+            socket.send_fds(self.control, [frame(message.to_wire())], fds or [])
+            return read(receive(self.control, timeout), expected)
         except (ChannelClosed, ChannelTimeout, ProtocolError, OSError) as error:
             raise WorkerLost(f"the fork server failed ({type(error).__name__}: {error})") from None
 
     def start(self, worker_end: socket.socket, log: Any, scratch: str | None = None) -> int:
         rules = self.spec.sandbox.for_worker(scratch) if scratch is not None and self.spec.sandbox is not None else None
-        request = {"op": "fork", **({"scratch": scratch, "rules": rules.to_json() if rules else None} if scratch else {})}
-        return int(self._ask(request, [worker_end.fileno(), log.fileno()])["pid"])
+        request = Fork(scratch, rules.to_json() if rules else None)
+        return self._ask(request, Forked, [worker_end.fileno(), log.fileno()]).pid
 
     def wait(self, pid: int, timeout: float) -> int | None:
-        reply = self._ask({"op": "status", "pid": pid, "wait": timeout}, timeout=timeout + 30)
-        if reply.get("signal") is not None:
-            return -int(reply["signal"])
-        return None if reply.get("exit") is None else int(reply["exit"])
+        status = self._ask(StatusQuery(pid, timeout), Status, timeout=timeout + 30)
+        if status.signal is not None:
+            return -status.signal
+        return status.exit
 
     def close(self) -> None:
         try:
@@ -256,9 +258,8 @@ class WorkerProcess:
         self.unanswered: deque[int] = deque()  # ids of the requests sent whose replies are not read yet, in order
         self.ahead: deque[bytes] = deque()  # requests sent ahead of the items that will ask for them, not yet claimed
         self.cap = spec.max_buffer_bytes
-        send(self.sock, {"op": "hello", "version": PROTOCOL_VERSION, "root": str(spec.root), "path": list(spec.path),
-                         "allowed_roots": list(spec.allowed_roots), "role": label, "settings": dict(spec.settings),
-                         "max_buffer_bytes": self.cap})
+        send(self.sock, Hello(str(spec.root), tuple(spec.path), tuple(spec.allowed_roots), label, dict(spec.settings),
+                              self.cap).to_wire())
         self.started = False
         self.operations: frozenset[str] | None = None  # what an external worker's ready said it answers
         self.told_bye = False
@@ -267,19 +268,19 @@ class WorkerProcess:
         if self.started:
             return
         reply = self._receive(lambda: receive(self.sock, STARTUP_TIMEOUT), STARTUP_TIMEOUT, "starting")
-        if reply.get("op") == "ready" and reply.get("version") != PROTOCOL_VERSION:
+        version = reply.get("version") if type(reply) is dict and reply.get("op") == "ready" else PROTOCOL_VERSION
+        if version != PROTOCOL_VERSION:  # said first: another version's ready may differ in every other field
             self.kill()
-            raise WorkerLost(f"worker {self.label} did not start: it speaks protocol version {str(reply.get('version'))[:40]}, "
+            raise WorkerLost(f"worker {self.label} did not start: it speaks protocol version {str(version)[:40]}, "
                              f"this judge speaks version {PROTOCOL_VERSION}")
-        if reply.get("op") != "ready":
+        try:
+            ready = read(reply, Ready)
+        except ProtocolError as error:
             self.kill()
-            raise WorkerLost(f"worker {self.label} did not start: {str(reply)[:300]}")
-        operations = reply.get("operations")
-        if operations is not None:
-            if not (isinstance(operations, list) and all(isinstance(o, str) for o in operations)):
-                self.kill()
-                raise WorkerLost(f"worker {self.label} did not start: `operations` in its ready is not a list of names: {str(operations)[:200]}")
-            self.operations = frozenset(operations)
+            said = str(reply)[:300] if type(reply) is not dict or reply.get("op") != "ready" else str(error)
+            raise WorkerLost(f"worker {self.label} did not start: {said}") from None
+        if ready.operations is not None:
+            self.operations = frozenset(ready.operations)
         self.started = True
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -424,7 +425,7 @@ class WorkerProcess:
         if self.alive() and not self.told_bye:
             self.told_bye = True
             try:
-                send(self.sock, {"op": "bye"})
+                send(self.sock, Bye().to_wire())
             except OSError:
                 pass
 

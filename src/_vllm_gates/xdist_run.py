@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from _vllm_gates.items import ItemIdentity, ItemKind, ItemRecord
 from _vllm_gates.outcomes import SkipCause, from_data, to_data
 from _vllm_gates.profiles import current_profile_name
+from _vllm_gates.records import ItemIdentity, ItemRecord
 
 if TYPE_CHECKING:
     from _vllm_gates.session import GateRun
@@ -35,15 +35,9 @@ def is_controller(config: pytest.Config) -> bool:
 
 def attach(report: pytest.TestReport, identity: ItemIdentity, record: ItemRecord | None, cause: SkipCause | None) -> None:
     """Put what the controller needs of a gate item's phase into its report."""
-    payload: dict[str, Any] = {"row": identity.row, "gate": identity.gate, "milestone": identity.milestone, "kind": identity.kind.value,
-               "line": identity.line}
+    payload: dict[str, Any] = {"identity": identity.to_data()}
     if record is not None:
-        payload["record"] = {"checks": record.checks, "rejected_by": record.rejected_by,
-                             "harness_error": record.harness_error, "values": record.values,
-                             "agreed_errors": record.agreed_errors, "rejected_item": record.rejected_item,
-                             "tolerance_used": record.tolerance_used, "tolerance_at": record.tolerance_at,
-                             "excused": record.excused,
-                             "strength": record.strength}
+        payload["record"] = record.to_data()
     if cause is not None:
         payload["cause"] = to_data(cause)
     report.user_properties.append((KEY, payload))
@@ -54,8 +48,9 @@ def payload_of(report: pytest.TestReport) -> tuple[ItemIdentity, ItemRecord | No
     found = next((value for name, value in getattr(report, "user_properties", ()) if name == KEY), None)
     if found is None:
         return None
-    identity = ItemIdentity(found["row"], found["gate"], found["milestone"], ItemKind(found["kind"]), found["line"])
-    record = ItemRecord(**found["record"]) if "record" in found else None
+    where = f"{report.nodeid}: the record an xdist worker sent"
+    identity = ItemIdentity.from_data(found.get("identity"), where)
+    record = ItemRecord.from_data(found["record"], where) if "record" in found else None
     return identity, record, from_data(found["cause"]) if "cause" in found else None
 
 

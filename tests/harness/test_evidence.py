@@ -157,7 +157,7 @@ def test_machines_that_disagree_on_one_fingerprint_are_a_failure(example):
     (None, "cannot read it"),
     ("{not json", "not a JSON run report"),
     ('{"schema": "vllm-gates/run/2"}', "schema 'vllm-gates/run/2', expected 'vllm-gates/run/3'"),
-    ('{"schema": "vllm-gates/run/3", "rows": []}', "malformed run report (KeyError: 'evidence')"),
+    ('{"schema": "vllm-gates/run/3", "rows": []}', "malformed run report: missing field 'meta'"),
 ])
 def test_an_unreadable_evidence_file_is_a_usage_error_naming_it(example, content, message):
     path = example.root / "evidence.json"

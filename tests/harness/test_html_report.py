@@ -98,8 +98,13 @@ def test_a_named_report_that_cannot_be_used_is_a_usage_error(tmp_path, capsys, c
     assert f"--mutation {bad} {message}" in capsys.readouterr().err
 
 
-def test_malformed_fields_render_as_blanks_not_tracebacks():
+def test_a_malformed_report_is_said_on_the_page_naming_the_field_and_value():
     document = {"schema": html_report.MUTATION_SCHEMA, "rows": [{"row": ["x"], "mutants": [1, {"status": 3, "gates_run": 5}],
                                                                 "gates": "no", "known_bads": None, "score": "high"}]}
     page = render_page(Source("r.json", {"rows": [{"gates": 7, "milestones": [None, {}]}], "items": "x"}), Source("m.json", document))
-    assert "no score" in page and page.endswith("</html>\n")
+    assert "Malformed mutation report: m.json: rows[0]: field &#x27;row&#x27; must be a text, got [&#x27;x&#x27;]" in page
+    assert "Malformed run report: r.json: missing field &#x27;meta&#x27;" in page and page.endswith("</html>\n")
+    survivor = json.loads(MUTATION.read_text(encoding="utf-8"))
+    survivor["rows"][0]["mutants"][0]["status"] = "alive"
+    page = render_page(Source("run", None, "none"), Source("m.json", survivor))
+    assert "rows[0]: mutants[0]: field &#x27;status&#x27; must be one of killed, survived" in page and "got &#x27;alive&#x27;" in page

@@ -138,7 +138,7 @@ def _judge(example: Example, source: str, timeout: float) -> dict[str, Any]:
     sessions = mutate.Sessions(config, example.root / "work", 0)
     chosen = [Mutant(IMPL, line, "hand", 0, source, "", "f" * 64)]
     first = sessions.judge("EXAMPLE-ROW", "gates/rows/example/gate.yaml", [IMPL], sessions.python_specs("EXAMPLE-ROW", [IMPL], chosen),
-                           chosen, ["page-bytes"], False, timeout, lambda mutant, outcome: judged.append(outcome))
+                           chosen, ["page-bytes"], False, timeout, lambda mutant, outcome: judged.append(outcome.to_data()))
     assert first["passing"]["page-bytes"] and first["known_bads"] == []
     [outcome] = judged
     return outcome
@@ -164,7 +164,7 @@ def test_a_hanging_mutant_times_out_and_the_next_session_judges_the_rest(example
     (example.root / "work").mkdir()
     sessions = mutate.Sessions(config, example.root / "work", 0)
     sessions.judge("EXAMPLE-ROW", "gates/rows/example/gate.yaml", [IMPL], sessions.python_specs("EXAMPLE-ROW", [IMPL], [hanging, dropped]),
-                   [hanging, dropped], ["page-bytes"], False, 3, lambda mutant, outcome: judged.setdefault(mutant.index, outcome))
+                   [hanging, dropped], ["page-bytes"], False, 3, lambda mutant, outcome: judged.setdefault(mutant.index, outcome.to_data()))
     assert judged[0]["status"] == "timed_out" and judged[0]["killed_by"] is None
     assert judged[1]["status"] == "killed"  # judged by a second session, which reused the first pass
     assert len(list((example.root / "work").rglob("baseline.json"))) == 1
@@ -281,7 +281,7 @@ def test_each_mutant_gets_a_new_impl_worker_and_the_oracle_answers_once(example:
     sessions = mutate.Sessions(config, example.root / "work", 0)
     chosen = [Mutant(IMPL, line, "hand", n, text, "", str(n) * 64) for n, text in enumerate(sources)]
     sessions.judge("EXAMPLE-ROW", "gates/rows/example/gate.yaml", [IMPL], sessions.python_specs("EXAMPLE-ROW", [IMPL], chosen),
-                   chosen, ["page-bytes"], False, 30, lambda mutant, outcome: judged.append(outcome))
+                   chosen, ["page-bytes"], False, 30, lambda mutant, outcome: judged.append(outcome.to_data()))
     assert [outcome["status"] for outcome in judged] == ["survived"] * 3
     seen: dict[str, set[str]] = {}
     for role, pid in (line.split() for line in log.read_text(encoding="utf-8").splitlines()):

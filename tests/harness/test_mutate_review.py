@@ -16,6 +16,7 @@ import pytest
 
 from _vllm_gates import mutate
 from _vllm_gates.mutate_operators import mutants
+from _vllm_gates.mutation_records import Kill, MutantVerdict
 
 from .conftest import Example
 from .test_mutate import IMPL, SNIPPET, _commit
@@ -52,11 +53,11 @@ def _recording(monkeypatch: pytest.MonkeyPatch, judged: list[str], fake: bool) -
         judged.extend(spec["id"] for spec in specs)
         if not fake:
             return real(self, row, gate_path, watch, specs, chosen, *args, **kwargs)
-        found: Callable[[Any, dict[str, Any]], None] = args[3]  # after trace_gates, known_bads, timeout
+        found: Callable[[Any, MutantVerdict], None] = args[3]  # after trace_gates, known_bads, timeout
         for number, mutant in enumerate(chosen):
-            killed = {"gate": "page-bytes", "item": "fp16-page", "detail": "planted"} if number % 2 == 0 else None
-            found(mutant, {"status": "killed" if killed else "survived", "killed_by": killed,
-                           "killing_gates": ["page-bytes"] if killed else [], "gates_run": ["page-bytes"]})
+            killed = Kill("page-bytes", "fp16-page", "planted") if number % 2 == 0 else None
+            found(mutant, MutantVerdict("killed" if killed else "survived", killed,
+                                        ("page-bytes",) if killed else (), ("page-bytes",)))
         return {"failing": {}, "known_bads": []}
 
     monkeypatch.setattr(mutate.Sessions, "judge", judge)

@@ -24,7 +24,7 @@ def _mutation_report(example, killed: int, counted: int, fingerprint: str | None
     survivors = counted - killed
     mutants = [{"id": f"EXAMPLE-ROW:example_row/impl.py:{n}:number_replacer:0", "file": "example_row/impl.py", "line": n,
                 "operator": "number_replacer", "diff": "", "status": "killed" if n < killed else "survived",
-                "killed_by": None, "gates_run": ["page-bytes"], "fingerprint": f"{n:064x}"} for n in range(counted)]
+                "killed_by": {"gate": "page-bytes", "item": "properties"} if n < killed else None, "gates_run": ["page-bytes"], "fingerprint": f"{n:064x}"} for n in range(counted)]
     row: dict[str, Any] = {"row": "EXAMPLE-ROW", "generated": counted + 1, "killed": killed, "survived": survivors,
                            "timed_out": 0, "not_covered": 0, "equivalent": 1, "not_compiling": 0,
                            "score": killed / counted, "gates": [], "mutants": mutants,
@@ -102,7 +102,10 @@ def test_a_mutation_value_outside_0_1_is_a_definition_error_at_its_line(example,
     (None, "cannot read it"),
     ("{not json", "not a JSON mutation report"),
     ('{"schema": "vllm-gates/run/3"}', f"schema 'vllm-gates/run/3', expected {MUTATION_SCHEMA!r}"),
-    (json.dumps({"schema": MUTATION_SCHEMA, "rows": [{"row": "EXAMPLE-ROW"}]}), "rows[0] is malformed (KeyError"),
+    (json.dumps({"schema": MUTATION_SCHEMA, "rows": [{"row": "EXAMPLE-ROW"}]}), "rows[0]: missing field 'sources_fingerprint'"),
+    (json.dumps({"schema": MUTATION_SCHEMA, "rows": [{"row": "EXAMPLE-ROW", "sources_fingerprint": "f", "generated": 2,
+                                                      "killed": 1, "equivalent": 0, "not_compiling": 0, "score": 0.5,
+                                                      "mutants": [{"id": "m"}]}]}), "rows[0]: mutants[0]: missing field 'file'"),
     (json.dumps({"schema": MUTATION_SCHEMA, "families": ["precision"], "rows": []}),
      "measured with --family precision: its scores count only those families' mutants, not a row's"),
 ])

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.cpu
 
 def _skipped(name: str, cause: object, kind: str = "case", detail: str | None = None) -> ItemResult:
     text = detail if detail is not None else cause.text()  # type: ignore[attr-defined]
-    return ItemResult(f"g.yaml::R::g::{name}", "R", "g", "M1", kind, name, ItemOutcome.SKIPPED, detail=text,
+    return ItemResult(f"g.yaml::R::g::{name}", "R", "g", "M1", kind, name, ItemOutcome.SKIPPED, reason=text,
                       cause=cause)  # type: ignore[arg-type]
 
 
