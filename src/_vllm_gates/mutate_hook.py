@@ -109,13 +109,22 @@ def _forked(control: str) -> None:
         purge = frozenset(mutant.get("purge", ())) | ({os.path.realpath(mutant["path"])} if mutant else set())
         for name, origin in loaded.items():
             if origin is not None and (origin in purge or origin not in known):
-                del sys.modules[name]
+                _forget(name)
         with open(now["touched"], "a", encoding="utf-8") as handle:
             handle.write(f"{os.getpid()}\t(warm)\n")
     except Exception as error:
         with open(hook_errors(control), "a", encoding="utf-8") as handle:
             handle.write(f"warm worker {os.getpid()}: {type(error).__name__}: {error}\n")
         os._exit(70)
+
+
+def _forget(name: str) -> None:
+    """Drop a module from sys.modules and from its package's attributes, which `from package import module` reads
+    before sys.modules: its next import loads it again."""
+    module = sys.modules.pop(name)
+    parent, _, child = name.rpartition(".")
+    if parent in sys.modules and getattr(sys.modules[parent], child, None) is module:
+        delattr(sys.modules[parent], child)
 
 
 def _origin(module: Any) -> str | None:

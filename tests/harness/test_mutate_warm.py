@@ -28,13 +28,14 @@ RETURN = "    return 2 * block_size * heads * head_size * dtype_bytes"
 
 
 def _with_helper(example: Example) -> None:
-    """The impl's product moved to a module of its own, imported by name: a mutant there reaches the gate only
-    through impl.py, which a warm worker must therefore load again too."""
+    """The impl's product moved to a module of its own, imported as its package's attribute (`from example_row import
+    helper`): a mutant there reaches the gate only through impl.py, which a warm worker must therefore load again too,
+    and the package's attribute must not hand impl.py the server's unmutated module."""
     example.write(HELPER, '"""The page product (EX-1.1)."""\n\n\ndef product(block_size: int, heads: int, head_size: int,'
                           ' dtype_bytes: int) -> int:\n    _seen = block_size >= 0  # no item tells its mutants apart: survivors\n'
                           '    return 2 * block_size * heads * head_size * dtype_bytes\n')
-    example.edit(RETURN, "    return product(block_size, heads, head_size, dtype_bytes)", IMPL)
-    example.write(IMPL, "from example_row.helper import product\n" + example.read(IMPL))
+    example.edit(RETURN, "    return helper.product(block_size, heads, head_size, dtype_bytes)", IMPL)
+    example.write(IMPL, "from example_row import helper\n" + example.read(IMPL))
 
 
 def _verdicts(example: Example, warm: bool, name: str) -> dict[str, tuple[Any, ...]]:
