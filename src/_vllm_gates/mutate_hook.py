@@ -89,12 +89,14 @@ class _WatchingFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _forked(control: str) -> None:
+def _forked(control: str, server: int) -> None:
     """In a worker a fork server just forked: the finder first; then, where the server imported watched files (the
     warm server of the impl role, docs/mutation.md), the current mutant applied by purging its file's module, the
     modules that import it and every project module the import graph does not know, so they load again through the
     finder; the worker is noted as touched, so the session ends it before the next mutant."""
     sys.meta_path.insert(0, _WatchingFinder(control))
+    if os.getppid() != server:
+        return  # forked by a worker (a gloo world's rank): it shares its worker's modules, mutant included
     try:
         with open(control, encoding="utf-8") as handle:
             now = json.load(handle)
@@ -182,7 +184,8 @@ def install() -> None:
         _register_profile()
     if WORKER_MODULE in argv:
         if "--zygote" in argv:
-            os.register_at_fork(after_in_child=lambda: _forked(control))
+            server = os.getpid()
+            os.register_at_fork(after_in_child=lambda: _forked(control, server))
         else:
             sys.meta_path.insert(0, _WatchingFinder(control))
 

@@ -96,6 +96,20 @@ def test_a_mutant_never_leaks_into_the_next_mutants_worker(example: Example) -> 
     assert os.path.realpath(example.root / IMPL) in warm["warm_known"]
 
 
+def test_a_process_the_impl_forks_shares_its_workers_modules(example: Example) -> None:
+    """A worker's own child (a gloo world's rank) is not a worker: it keeps the modules, and the mutant, it was forked
+    with, in the first pass (traced) as for each mutant."""
+    _with_helper(example)
+    forks = ("    import os\n    child = os.fork()\n    if child == 0:\n        os._exit(0)\n"
+             "    if os.waitpid(child, 0)[1] != 0:\n        raise RuntimeError('the child failed')\n")
+    example.edit("    _seen = block_size >= 0", forks + "    _seen = block_size >= 0", HELPER)
+    helper = example.read(HELPER)
+    wrong = helper.replace("    return 2 * block_size", "    return 3 * block_size")
+    harmless = helper.replace("    return 2 * block_size", "    _unused = 1\n    return 2 * block_size")
+    judged, _ = _hand_judge(example, [(HELPER, wrong), (HELPER, harmless)], 60, None)
+    assert [j["status"] for j in judged] == ["killed", "survived"], judged
+
+
 def test_a_hanging_mutant_costs_its_items_bound_not_the_timeout(example: Example, monkeypatch: pytest.MonkeyPatch) -> None:
     _with_helper(example)
     monkeypatch.setattr(mutate, "HANG_FLOOR_S", 2.0)
