@@ -53,6 +53,7 @@ from _vllm_gates.mutate_report import (
     write_report,
 )
 from _vllm_gates.mutate_schema_report import schema_report
+from _vllm_gates.mutate_warm import WarmPlan, warm_plan
 from _vllm_gates.mutation_evidence import sources_fingerprint  # the one way `mutation:` claims read it too
 from _vllm_gates.mutation_records import NOT_RUN_HERE, MutantEntry, MutantVerdict
 from _vllm_gates.patterns import declared_files
@@ -65,6 +66,8 @@ from _vllm_gates.sources import gate_source_files, import_graph
 SESSION_END_SECONDS = 10.0  # a session that judged every mutant may take this long to end before it is killed
 DETAIL_CHARS = 400  # of a compiler's refusal kept in the report
 POLL_SECONDS = 0.05  # how often a session's events are read
+HANG_FACTOR = 10.0  # an item of a mutant may take this many times its unmutated seconds (the first pass's) ...
+HANG_FLOOR_S = 10.0  # ... and at least this long, before the mutant is timed_out (--timeout bounds the whole mutant)
 FIRST_PASS_FLOOR = 300.0  # seconds the session may take to start and judge one unmutated gate, at least (4 x --timeout)
 ENGINE = "vllm-gates ast operators 1"
 CPP_ENGINE = "vllm-gates C++ token operators 1"  # mutate_cpp (docs/mutation-cpp.md)
@@ -88,6 +91,8 @@ class Options:
     per_line: bool = False  # one mutant per line, drawn with the seed (--per-line 1)
     annotations: str | None = None  # survivors as GitHub annotations: a file, or "-" for stdout (--annotations)
     schema_report: Path | None = None  # the report also in the mutation-testing-report-schema (--schema-report)
+    warm: bool = True  # the impl role's workers forked from a server that imported the impl (mutate_warm)
+    hang_factor: float | None = HANG_FACTOR  # an item's limit, times its unmutated seconds; None: --timeout alone
 
 
 def mutable_files(config: Config, gate_file: GateFile) -> list[str]:
@@ -140,30 +145,39 @@ class Sessions:
         (folder / "mutants").mkdir(parents=True, exist_ok=True)
         return folder
 
-    def python_specs(self, row: str, files: list[str], chosen: list[Mutant]) -> list[dict[str, Any]]:
-        """What the session needs of each Python mutant: the real path of its file, its line, its text (a file)."""
+    def python_specs(self, row: str, files: list[str], chosen: list[Mutant], warm: WarmPlan | None = None) -> list[dict[str, Any]]:
+        """What the session needs of each Python mutant: the real path of its file, its line, its text (a file), and
+        the modules a warm worker loads again for it."""
         folder = self.folder(row)
         specs = []
         for number, mutant in enumerate(chosen):
             source = folder / "mutants" / f"{number}.py"
             source.write_text(mutant.source, encoding="utf-8")
             specs.append({"id": mutant.id(row), "path": os.path.realpath(self.config.root / mutant.file),
-                          "line": mutant.line, "source": str(source), "failed": str(folder / "mutants" / f"{number}.failed")})
+                          "line": mutant.line, "source": str(source), "failed": str(folder / "mutants" / f"{number}.failed"),
+                          **({"purge": list(warm.purge.get(os.path.realpath(self.config.root / mutant.file), ()))}
+                             if warm is not None else {})})
         return specs
 
     def judge(self, row: str, gate_path: str, watch: list[str], specs: list[dict[str, Any]], chosen: list[Mutant],
               trace_gates: list[str], known_bads: bool, timeout: float, found: Callable[[Mutant, MutantVerdict], None],
-              impl: str = PYTHON, first_kill: bool = False) -> dict[str, Any]:
+              impl: str = PYTHON, first_kill: bool = False, warm: WarmPlan | None = None,
+              hang_factor: float | None = None) -> dict[str, Any]:
         """The first pass (unmutated items, lines reached, known-bads) and each mutant's result, handed to ``found``
-        as it comes; returns the first pass. ``watch``: the files whose importing workers restart between mutants."""
+        as it comes; returns the first pass. ``watch``: the files whose importing workers restart between mutants;
+        ``warm``: the impl's modules its workers fork with; ``hang_factor``: each item's limit (HANG_FLOOR_S at least)."""
         folder = self.folder(row)
         real = {f: os.path.realpath(self.config.root / f) for f in watch}
         by_id = {mutant.id(row): mutant for mutant in chosen}
-        plan = {"work": str(folder), "control": str(folder / "control.json"), "touched": str(folder / "touched.txt"),
+        plan: dict[str, Any] = {"work": str(folder), "control": str(folder / "control.json"), "touched": str(folder / "touched.txt"),
                 "watch": sorted(set(real.values())), "baseline": str(folder / "baseline.json"), "events": str(folder / "events.jsonl"),
-                "trace_gates": trace_gates, "known_bads": known_bads, "external": impl != PYTHON, "first_kill": first_kill}
+                "trace_gates": trace_gates, "known_bads": known_bads, "external": impl != PYTHON, "first_kill": first_kill,
+                "hang": {"factor": hang_factor, "floor": HANG_FLOOR_S} if hang_factor is not None else None,
+                **({"warm_modules": list(warm.modules), "warm_control": warm.control()} if warm is not None else {})}
         (folder / "control.json").write_text(json.dumps({"watch": plan["watch"], "touched": plan["touched"],
-                                                          "mutant": None, "trace": None}), encoding="utf-8")
+                                                          "mutant": None, "trace": None,
+                                                          **(warm.control() if warm is not None else {})}),
+                                             encoding="utf-8")
         left = specs
         while True:
             stuck = self._session(gate_path, folder, {**plan, "mutants": left}, timeout, by_id, found, impl)
@@ -189,7 +203,7 @@ class Sessions:
             process = subprocess.Popen(command, cwd=self.config.root, env=env, stdout=output, stderr=subprocess.STDOUT,
                                        start_new_session=True)
         first_pass = max(4 * timeout, FIRST_PASS_FLOOR)
-        deadline, current, read = time.monotonic() + first_pass, None, 0
+        deadline, current, read, whole = time.monotonic() + first_pass, None, 0, 0.0
         try:
             while True:
                 ended = process.poll() is not None
@@ -205,6 +219,9 @@ class Sessions:
                         self.first_pass_seconds += event["seconds"]
                     elif kind == "start":
                         current, deadline = event["id"], time.monotonic() + timeout
+                        whole = deadline
+                    elif kind == "limit" and current is not None:  # this item's own bound, within the mutant's
+                        deadline = min(whole, time.monotonic() + event["seconds"])
                     elif kind == "done":
                         mutant_id = event.pop("id")
                         found(by_id[mutant_id], MutantVerdict.from_data(event, f"{events}: mutant {mutant_id}"))
@@ -442,9 +459,10 @@ def _judge_left(sessions: Sessions, config: Config, gate_file: GateFile, row: st
                                    options.first_kill)
             report.unmutated_failures = first["failing"]
     elif left:
-        first = sessions.judge(row, shown, files, sessions.python_specs(row, files, left), left,
+        warm = warm_plan(config, gate_file, files) if options.warm else None
+        first = sessions.judge(row, shown, files, sessions.python_specs(row, files, left, warm), left,
                                _traced_gates(config, gate_file, {m.file for m in left}), changed is None, options.timeout, judged,
-                               first_kill=options.first_kill)
+                               first_kill=options.first_kill, warm=warm, hang_factor=options.hang_factor)
         report.unmutated_failures = first["failing"]
         report.known_bads = first["known_bads"]
 

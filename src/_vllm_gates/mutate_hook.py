@@ -90,6 +90,52 @@ class _WatchingFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _forked(control: str, server: int) -> None:
+    """In a worker a fork server just forked: the finder first; then, where the server imported watched files (the
+    warm server of the impl role, docs/mutation.md), the current mutant applied by purging its file's module, the
+    modules that import it and every project module the import graph does not know, so they load again through the
+    finder; the worker is noted as touched, so the session ends it before the next mutant."""
+    sys.meta_path.insert(0, _WatchingFinder(control))
+    if os.getppid() != server:
+        return  # forked by a worker (a gloo world's rank): it shares its worker's modules, mutant included
+    try:
+        with open(control, encoding="utf-8") as handle:
+            now = json.load(handle)
+        roots = tuple(now.get("warm_roots") or ())
+        loaded = {name: _origin(module) for name, module in list(sys.modules.items())
+                  if roots and str(getattr(module, "__file__", None) or "").startswith(roots)}
+        if not set(now["watch"]) & set(loaded.values()):
+            return  # a server holding no watched file (the plain one): nothing of a mutant's can be stale here
+        if now.get("trace"):
+            raise RuntimeError("a warm worker cannot trace the lines of files its server imported")
+        mutant, known = now.get("mutant") or {}, frozenset(now.get("warm_known", ()))
+        purge = frozenset(mutant.get("purge", ())) | ({os.path.realpath(mutant["path"])} if mutant else set())
+        for name, origin in loaded.items():
+            if origin is not None and (origin in purge or origin not in known):
+                _forget(name)
+        with open(now["touched"], "a", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()}\t(warm)\n")
+    except Exception as error:
+        with open(hook_errors(control), "a", encoding="utf-8") as handle:
+            handle.write(f"warm worker {os.getpid()}: {type(error).__name__}: {error}\n")
+        os._exit(70)
+
+
+def _forget(name: str) -> None:
+    """Drop a module from sys.modules and from its package's attributes, which `from package import module` reads
+    before sys.modules: its next import loads it again."""
+    module = sys.modules.pop(name)
+    parent, _, child = name.rpartition(".")
+    if parent in sys.modules and getattr(sys.modules[parent], child, None) is module:
+        delattr(sys.modules[parent], child)
+
+
+def _origin(module: Any) -> str | None:
+    """The real path of a module's source file; None for a built-in, a namespace package or a module without one."""
+    name = getattr(module, "__file__", None)
+    return os.path.realpath(name) if isinstance(name, str) and name.endswith(".py") else None
+
+
 def _line_tracer(files: frozenset[str], out: str) -> Callable[..., Any]:
     fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     seen: set[tuple[str, int]] = set()
@@ -139,7 +185,8 @@ def install() -> None:
         _register_profile()
     if WORKER_MODULE in argv:
         if "--zygote" in argv:
-            os.register_at_fork(after_in_child=lambda: sys.meta_path.insert(0, _WatchingFinder(control)))
+            server = os.getpid()
+            os.register_at_fork(after_in_child=lambda: _forked(control, server))
         else:
             sys.meta_path.insert(0, _WatchingFinder(control))
 

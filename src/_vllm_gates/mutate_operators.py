@@ -83,6 +83,8 @@ def mutants(file: str, text: str, lines: set[int] | None = None,
     raw = text.splitlines(keepends=True)
     splices = sorted(_splices(tree, raw), key=lambda s: (s.line, s.start, s.operator, s.end, s.text))
     functions = _enclosing(tree)
+    statements = _top_level(tree)
+    future = _future_imports(tree, raw)
     found: list[Mutant] = []
     counts: dict[tuple[int, str], int] = {}
     seen: set[str] = set()
@@ -92,7 +94,8 @@ def mutants(file: str, text: str, lines: set[int] | None = None,
         mutated = _apply(raw, splice)
         if mutated == text or mutated in seen:
             continue
-        if not compiling(file, mutated):
+        # the one top-level statement the splice is in, after the file's __future__ imports: what can break
+        if not compiling(file, future + _apply(raw, splice, statements[splice.start[0]])):
             continue  # a splice the grammar refuses is no mutant (each family is meant to keep the code compiling)
         seen.add(mutated)
         index = counts.get((splice.line, splice.operator), 0)
@@ -128,11 +131,29 @@ def _enclosing(tree: ast.Module) -> dict[int, str]:
     return names
 
 
-def _apply(raw: list[str], splice: _Splice) -> str:
+def _future_imports(tree: ast.Module, raw: list[str]) -> str:
+    """The file's `from __future__ import` lines, which change how its other statements compile."""
+    return "".join("".join(raw[node.lineno - 1:node.end_lineno or node.lineno]) for node in tree.body
+                   if isinstance(node, ast.ImportFrom) and node.module == "__future__")
+
+
+def _top_level(tree: ast.Module) -> dict[int, tuple[int, int]]:
+    """Each line of a top-level statement (its decorators included), with that statement's first and last line."""
+    spans: dict[int, tuple[int, int]] = {}
+    for node in tree.body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        for line in range(first, (node.end_lineno or node.lineno) + 1):
+            spans[line] = (first, node.end_lineno or node.lineno)
+    return spans
+
+
+def _apply(raw: list[str], splice: _Splice, within: tuple[int, int] | None = None) -> str:
+    """The text with the splice made; ``within``: only the lines of that (first, last) span around it."""
     (l1, c1), (l2, c2) = splice.start, splice.end
+    first, last = within or (1, len(raw))
     head = raw[l1 - 1].encode()[:c1].decode(errors="replace")
     tail = raw[l2 - 1].encode()[c2:].decode(errors="replace")
-    return "".join(raw[: l1 - 1]) + head + splice.text + tail + "".join(raw[l2:])
+    return "".join(raw[first - 1: l1 - 1]) + head + splice.text + tail + "".join(raw[l2:last])
 
 
 def _segment(raw: list[str], start: tuple[int, int], end: tuple[int, int]) -> str:

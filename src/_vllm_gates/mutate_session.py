@@ -57,7 +57,8 @@ class Session:
     def control(self, mutant: dict[str, str] | None = None, trace: str | None = None) -> None:
         """What workers apply from their next import of a watched file on; those that imported one already hold its
         text as it was, and are ended now (a worker that never imports one, an oracle's, is kept)."""
-        text = json.dumps({"watch": self.plan["watch"], "touched": self.plan["touched"], "mutant": mutant, "trace": trace})
+        text = json.dumps({"watch": self.plan["watch"], "touched": self.plan["touched"], "mutant": mutant, "trace": trace,
+                           **self.plan.get("warm_control", {})})
         temporary = self.plan["control"] + ".new"
         Path(temporary).write_text(text, encoding="utf-8")
         os.replace(temporary, self.plan["control"])
@@ -69,6 +70,24 @@ class Session:
                 self.pool.discard(key)
         touched.write_text("", encoding="utf-8")
         self.pool.refused.clear()  # a mutant that did not import refused its workers' first check: not the next one
+
+    def warm_up(self, now: bool = True) -> None:
+        """From here on (the first pass done), the impl role's workers fork from a server that imported the impl's
+        modules unmutated, from disk, without the hook (mutate_warm); ``now`` False: started, not yet used (the first
+        pass traces the imports of fresh workers)."""
+        if self.plan.get("warm_modules") is not None:
+            if now:
+                self.control()  # a worker forked from it reads no earlier mutant
+            self.pool.use_warm(tuple(self.plan["warm_modules"]), now)
+
+    def limit(self, baseline: dict[str, Any], gate: str, item: str) -> None:
+        """Tell mutate.py how long this item may take: its unmutated seconds times the hang factor, at least the
+        floor (the session's --timeout still bounds the whole mutant)."""
+        hang = self.plan.get("hang")
+        if hang:
+            unmutated = baseline.get("item_seconds", {}).get(gate, {}).get(item)
+            seconds = hang["floor"] if unmutated is None else max(hang["floor"], hang["factor"] * unmutated)
+            self.event(event="limit", seconds=round(seconds, 3))
 
     def check_hook(self) -> None:
         errors = Path(hook_errors(self.plan["control"]))
@@ -92,13 +111,18 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
     failing: dict[str, list[str]] = {}
     reached: dict[str, list[tuple[str, int]]] = {}
     seconds: dict[str, float] = {}
+    item_seconds: dict[str, dict[str, float]] = {}
     traced = not session.plan.get("external")  # an external implementation's lines are not traced: mutants name their gates
     for number, gate in enumerate(g for g in session.by_gate if g in session.plan["trace_gates"]):
         clock = time.monotonic()
         lines = work / f"lines-{number}.txt"
         if traced:
             session.control(trace=str(lines))
-        outcomes = {item.name: item_run(item) for item in session.by_gate[gate]}
+        outcomes = {}
+        for item in session.by_gate[gate]:
+            started = time.monotonic()
+            outcomes[item.name] = item_run(item)
+            item_seconds.setdefault(gate, {})[item.name] = round(time.monotonic() - started, 3)
         session.check_hook()
         passing[gate] = [name for name, found in outcomes.items() if found.status == "passed"]
         failing[gate] = [name for name, found in outcomes.items() if found.status == "failed"]
@@ -108,6 +132,7 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
         session.event(event="first-pass", gate=gate, seconds=seconds[gate])
     if traced:
         session.control()
+    session.warm_up()  # its server imports while the known-bads run
     known = []
     for item in session.known_bads if session.plan["known_bads"] else []:
         found = item_run(item)
@@ -117,7 +142,7 @@ def first_pass(session: Session, work: Path) -> dict[str, Any]:
                                      Kill(item.identity.gate, record.rejected_item or item.name, record.rejected_by[:DETAIL_CHARS])
                                      if rejected and record is not None else None).to_data())
     return {"passing": passing, "failing": {g: names for g, names in failing.items() if names}, "reached": reached,
-            "known_bads": known, "seconds": seconds}
+            "known_bads": known, "seconds": seconds, "item_seconds": item_seconds}
 
 
 def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) -> MutantVerdict:
@@ -137,12 +162,14 @@ def judge(session: Session, baseline: dict[str, Any], mutant: dict[str, Any]) ->
         session.pool.use_external(tuple(mutant["command"]))
     else:
         Path(mutant["failed"]).unlink(missing_ok=True)
-        session.control(mutant={"path": mutant["path"], "source": mutant["source"], "failed": mutant["failed"]})
+        session.control(mutant={"path": mutant["path"], "source": mutant["source"], "failed": mutant["failed"],
+                                "purge": mutant.get("purge", [])})
     failures: list[tuple[str, str, str]] = []
     if session.plan.get("first_kill"):  # the cheapest gates first (their unmutated seconds); the first kill ends it
         gates = sorted(gates, key=lambda g: baseline["seconds"].get(g, 0.0))
     for gate in gates:
         for item in (i for i in session.by_gate[gate] if i.name in baseline["passing"][gate]):
+            session.limit(baseline, gate, item.name)
             found = item_run(item)
             if found.status == "failed":
                 failures.append((gate, item.name, found.detail))
@@ -184,9 +211,11 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
             state.known_bads.append(item)
     try:
         state.check_hook()
+        state.warm_up(now=False)  # its server imports torch and the impl beside the first pass
         baseline_file = Path(plan["baseline"])
         if baseline_file.exists():
             baseline = json.loads(baseline_file.read_text(encoding="utf-8"))
+            state.warm_up()
         else:
             baseline = first_pass(state, Path(plan["work"]))
             if baseline["failing"] and not any(baseline["passing"].values()):  # skipped everywhere is no error

@@ -455,6 +455,8 @@ class WorkerPool:
     _retiring: list[WorkerProcess] = field(default_factory=list)
     _spawner: Spawner | None = None
     _external: Spawner | None = None
+    _warm: Spawner | None = None  # the impl role's fork server that imported the impl's modules (use_warm)
+    _warm_used: bool = False
 
     def spawner(self) -> Spawner:
         """The fork server where the platform can fork (a worker then costs a fork, not an interpreter start and the
@@ -469,7 +471,17 @@ class WorkerPool:
             if self._external is None:
                 self._external = Spawner(replace(self.spec, command=self.spec.external))
             return self._external
+        if role == "impl" and self._warm is not None and self._warm_used:
+            return self._warm
         return self.spawner()
+
+    def use_warm(self, modules: tuple[str, ...], now: bool = True) -> None:
+        """Fork the impl role's workers from a second fork server that imported ``modules`` too (`gates mutate`: the
+        impl's modules, unmutated, so a mutant's worker loads again only what the mutant changes); started at once,
+        used from now on, or (``now`` False) only once asked again."""
+        if self._warm is None and hasattr(os, "fork") and not self.spec.external:
+            self._warm = ForkServer(replace(self.spec, preload=self.spec.preload + modules))
+        self._warm_used = self._warm_used or now
 
     def use_external(self, command: tuple[str, ...]) -> None:
         """Answer the impl role with another external command from now on (`gates mutate --impl cpp`: a mutant's
@@ -691,7 +703,8 @@ class WorkerPool:
         for worker in workers:
             worker.close()
         self.workers.clear()
-        if self._spawner is not None:
-            self._spawner.close()
-            self._spawner = None
+        for spawner in (self._spawner, self._warm):
+            if spawner is not None:
+                spawner.close()
+        self._spawner = self._warm = None
         self._external = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +240,21 @@ def test_the_operator_families_in_a_fixed_order() -> None:
     assert len({m.fingerprint for m in found}) == len(found)
     shifted = mutants("m.py", "\n\n" + SNIPPET)  # the same code two lines down keeps its fingerprints
     assert [m.fingerprint for m in shifted] == [m.fingerprint for m in found]
+
+
+@pytest.mark.parametrize("file", ["impl/v1/kv_cache_interface.py", "impl/distributed/gloo_world.py", "impl/capi/convert.py"])
+def test_compiling_the_spliced_statement_keeps_the_mutants_a_whole_file_compile_keeps(file: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A splice is checked by compiling its top-level statement after the file's __future__ imports, not the whole
+    file (most of generating's time): the same mutants, in the same order, as compiling each mutated file."""
+    from _vllm_gates import mutate_operators
+
+    text = (Path(__file__).resolve().parents[2] / file).read_text(encoding="utf-8")
+    fast = mutants(file, text)
+    monkeypatch.setattr(mutate_operators, "_top_level", lambda tree: defaultdict(lambda: (1, len(text.splitlines()))))
+    monkeypatch.setattr(mutate_operators, "_future_imports", lambda tree, raw: "")  # the whole file has its own
+    assert [(m.line, m.operator, m.index, m.source, m.fingerprint) for m in fast] == \
+        [(m.line, m.operator, m.index, m.source, m.fingerprint) for m in mutants(file, text)]
+    assert len(fast) > 100
 
 
 def test_an_oracle_view_in_the_row_folder_does_not_hide_the_impl(example: Example) -> None:
