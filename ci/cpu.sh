@@ -27,7 +27,7 @@ python -m pytest -m cpu "${split[@]}" --junitxml="$reports/cpu.xml" --gates-json
 
 echo "== gates run --impl cpp --marker cpu (the C++ implementation in drivers/cpp, built when out of date)"
 cpp_status=0
-python -m _vllm_gates.cli run --impl cpp --marker cpu --json "$reports/gates-cpu-cpp.json" \
+python -m _vllm_gates.frontends.cli run --impl cpp --marker cpu --json "$reports/gates-cpu-cpp.json" \
   --markdown "$reports/gates-cpu-cpp.md" --junit "$reports/cpu-cpp.xml" || cpp_status=$?
 [ "$status" -ne 0 ] || status=$cpp_status
 
@@ -38,14 +38,14 @@ for run in "python:gates-cpu.json" "cpp:gates-cpu-cpp.json"; do
   impl="${run%%:*}" report="$reports/${run#*:}"
   [ -f "$report" ] || { echo "ci/cpu.sh: no $report: no audit for $impl"; [ "$status" -ne 0 ] || status=3; continue; }
   audit_status=0
-  python -m _vllm_gates.cli audit --marker cpu --impl "$impl" --evidence "$report" || audit_status=$?
+  python -m _vllm_gates.frontends.cli audit --marker cpu --impl "$impl" --evidence "$report" || audit_status=$?
   [ "$status" -ne 0 ] || status=$audit_status
 done
 
 # The page people look at (docs/reports.md): the python run's verdicts, and the last mutation run where one was made.
 echo "== gates report --html $reports/gates-cpu.html"
 report_status=0
-python -m _vllm_gates.cli report --html "$reports/gates-cpu.html" --run "$reports/gates-cpu.json" || report_status=$?
+python -m _vllm_gates.frontends.cli report --html "$reports/gates-cpu.html" --run "$reports/gates-cpu.json" || report_status=$?
 [ "$status" -ne 0 ] || status=$report_status
 
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then

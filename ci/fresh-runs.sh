@@ -20,7 +20,7 @@ for i in $(seq 1 "$runs"); do
   log="$logs/run-$i.log"
   start=$SECONDS
   # CI selects the derandomized `ci` profile; a fresh run is what a user's shell gets, so CI is unset here.
-  env -u CI python -m _vllm_gates.cli run "$@" > "$log" 2>&1
+  env -u CI python -m _vllm_gates.frontends.cli run "$@" > "$log" 2>&1
   status=$?
   seed=$(grep -m1 -o 'seed[ =:]*[0-9]\+' "$log" | head -n 1 | grep -o '[0-9]\+$' || true)
   echo "run $i/$runs: exit $status in $((SECONDS - start)) s${seed:+, seed $seed}"

@@ -16,7 +16,7 @@ echo "== gates run --marker upstream (vLLM $(python -c 'from importlib.metadata 
 evidence=()
 [ -f "$reports/gates-cpu.json" ] && evidence=(--evidence "$reports/gates-cpu.json")
 status=0
-python -m _vllm_gates.cli run --marker upstream "${evidence[@]}" --json "$reports/gates-upstream.json" \
+python -m _vllm_gates.frontends.cli run --marker upstream "${evidence[@]}" --json "$reports/gates-upstream.json" \
   --markdown "$reports/gates-upstream.md" --junit "$reports/upstream.xml" || status=$?
 echo "ci/upstream.sh: exit $status; reports in $reports"
 [ "$status" -eq 6 ] && [ ${#evidence[@]} -eq 0 ] && { echo "ci/upstream.sh: exit 6 (claims awaiting the CPU job's evidence) counts as success here"; exit 0; }

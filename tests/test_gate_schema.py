@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from _vllm_gates.gatefile import load_gate_file
-from _vllm_gates.roadmap import load_roadmap
-from _vllm_gates.errors import DefinitionError
+from _vllm_gates.base.errors import DefinitionError
+from _vllm_gates.definitions.gatefile import load_gate_file
+from _vllm_gates.definitions.roadmap import load_roadmap
 
 jsonschema = pytest.importorskip("jsonschema")
 pytestmark = pytest.mark.cpu
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "tests" / "example_project"
-SCHEMA = json.loads((REPO / "src" / "_vllm_gates" / "schema" / "gate-file.schema.json").read_text())
+SCHEMA = json.loads((REPO / "src" / "_vllm_gates" / "definitions" / "schema" / "gate-file.schema.json").read_text())
 GATE_FILES = sorted((REPO / "gates" / "rows").glob("*/gate.yaml")) + sorted((REPO / "gates" / "rows").glob("*/m[0-9].yaml")) + \
     [EXAMPLE / "gates" / "rows" / "example" / "gate.yaml"]
 

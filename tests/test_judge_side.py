@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.config import load_config
-from _vllm_gates.model import GateFile
-from _vllm_gates.project import load_project
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.definitions.model import GateFile
+from _vllm_gates.definitions.project import load_project
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = load_project(load_config(ROOT))

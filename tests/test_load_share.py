@@ -12,13 +12,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _vllm_gates import yamlsource
-from _vllm_gates.config import load_config
-from _vllm_gates.errors import DefinitionError, Location
-from _vllm_gates.gatefile import LoadShare, _plain_case, load_gate_file
-from _vllm_gates.model import Case
-from _vllm_gates.project import load_project
-from _vllm_gates.roadmap import load_roadmap
+from _vllm_gates.base import yamlsource
+from _vllm_gates.base.errors import DefinitionError, Location
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.definitions.gatefile import LoadShare, _plain_case, load_gate_file
+from _vllm_gates.definitions.model import Case
+from _vllm_gates.definitions.project import load_project
+from _vllm_gates.definitions.roadmap import load_roadmap
 
 pytestmark = pytest.mark.cpu
 

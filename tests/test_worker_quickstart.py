@@ -53,7 +53,7 @@ def test_the_pages_worker_passes_what_it_answers_and_is_not_implemented_elsewher
     assert len(command) == 1, command
     report = tmp_path / "run.json"
     env = {name: value for name, value in os.environ.items() if not name.startswith(("PYTEST_", "GATES_"))}
-    done = subprocess.run([sys.executable, "-m", "_vllm_gates.cli", *shlex.split(command[0])[1:], "--json", str(report)],
+    done = subprocess.run([sys.executable, "-m", "_vllm_gates.frontends.cli", *shlex.split(command[0])[1:], "--json", str(report)],
                           cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     row = next(r for r in json.loads(report.read_text(encoding="utf-8"))["rows"] if r["row"] == "BACKEND-DISTRIBUTED-TP")

@@ -2,9 +2,9 @@
 replaced as the entry, measured side by side in one run.
 
 Each round starts two fresh interpreters, interleaved, that import pytest (a session has it already) and then time
-the import of one module: `_vllm_gates.pytest_entry` (and its decision on an unrelated project's pyproject.toml,
+the import of one module: `_vllm_gates.frontends.pytest_entry` (and its decision on an unrelated project's pyproject.toml,
 the work it adds to every session there; tomllib is imported first, as pytest has when it found that file) or
-`_vllm_gates.plugin` (the whole engine). Medians over the rounds.
+`_vllm_gates.frontends.plugin` (the whole engine). Medians over the rounds.
 
 Exit 1 when the entry's median import is over the target.
 
@@ -59,17 +59,17 @@ def main() -> None:
         project = Path(folder)
         (project / "pyproject.toml").write_text('[project]\nname = "unrelated"\n\n[tool.black]\nline-length = 100\n',
                                                 encoding="utf-8")
-        measure("_vllm_gates.plugin", project)  # warm the bytecode caches of both before timing
+        measure("_vllm_gates.frontends.plugin", project)  # warm the bytecode caches of both before timing
         for _ in range(rounds):
-            found = measure("_vllm_gates.pytest_entry", project)
+            found = measure("_vllm_gates.frontends.pytest_entry", project)
             entry.append(found["import_s"] * 1e3)
             decide.append(found["decide_s"] * 1e3)
-            engine.append(measure("_vllm_gates.plugin", project)["import_s"] * 1e3)
+            engine.append(measure("_vllm_gates.frontends.plugin", project)["import_s"] * 1e3)
     med_entry, med_engine, med_decide = (statistics.median(values) for values in (entry, engine, decide))
     print(f"rounds: {rounds} (medians; min..max)")
-    print(f"import _vllm_gates.pytest_entry      {med_entry:8.2f} ms  ({min(entry):.2f}..{max(entry):.2f})")
+    print(f"import _vllm_gates.frontends.pytest_entry      {med_entry:8.2f} ms  ({min(entry):.2f}..{max(entry):.2f})")
     print(f"  its decision, unrelated project    {med_decide:8.2f} ms  ({min(decide):.2f}..{max(decide):.2f})")
-    print(f"import _vllm_gates.plugin (engine)   {med_engine:8.2f} ms  ({min(engine):.2f}..{max(engine):.2f})")
+    print(f"import _vllm_gates.frontends.plugin (engine)   {med_engine:8.2f} ms  ({min(engine):.2f}..{max(engine):.2f})")
     met = med_entry <= TARGET_MS
     print(f"engine / entry: {med_engine / med_entry:.0f}x; entry and decision {med_entry + med_decide:.2f} ms")
     print(f"target: the entry's import at most {TARGET_MS:.0f} ms: {'met' if met else 'MISSED'}")

@@ -68,9 +68,9 @@ def _timed_pytest(tmp: Path, target: str, cases: int) -> float:
 
 
 def _gates_command() -> list[str]:
-    """The `gates` console script beside this interpreter (what a user runs), else `python -m _vllm_gates.cli`."""
+    """The `gates` console script beside this interpreter (what a user runs), else `python -m _vllm_gates.frontends.cli`."""
     script = Path(sys.executable).with_name("gates")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "_vllm_gates.cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "_vllm_gates.frontends.cli"]
 
 
 def _gates_list_seconds(env: dict[str, str]) -> float:
@@ -79,7 +79,7 @@ def _gates_list_seconds(env: dict[str, str]) -> float:
 
 
 def _gates_list_imports_torch() -> bool:
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "_vllm_gates.cli", "--root", str(REPO), "list"],
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "_vllm_gates.frontends.cli", "--root", str(REPO), "list"],
                           capture_output=True, text=True, check=True)
     return any(line.rsplit("|", 1)[-1].strip().split(".")[0] == "torch" for line in done.stderr.splitlines())
 

@@ -26,9 +26,9 @@ from typing import Any, ClassVar
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))
 
-from _vllm_gates import mutate
-from _vllm_gates.config import load_config
-from _vllm_gates.project import load_project
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.definitions.project import load_project
+from _vllm_gates.mutation import mutate
 
 GOALS = {"ROAD-V1-MEM": 5.0, "CAPI-ABI": 5.0, "BACKEND-DISTRIBUTED-TP": 2.0}
 

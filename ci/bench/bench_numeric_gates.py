@@ -181,7 +181,7 @@ def speed(cases: int, rounds: int) -> bool:
 
 
 JUDGE = """import sys
-from _vllm_gates import cli
+from _vllm_gates.frontends import cli
 code = cli.main(sys.argv[1:])
 with open('/proc/self/status') as status:
     peak = next(line for line in status if line.startswith('VmHWM:'))

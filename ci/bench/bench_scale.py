@@ -154,7 +154,7 @@ def _list_start_up(rounds: int) -> Measured:
     """`gates list` of a project with one gate file of one case: the start-up every listing pays once."""
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
         write_project(Path(folder), 1, 1)
-        return _median([measure([sys.executable, "-m", "_vllm_gates.cli", "list"], Path(folder)) for _ in range(max(rounds, 3))])
+        return _median([measure([sys.executable, "-m", "_vllm_gates.frontends.cli", "list"], Path(folder)) for _ in range(max(rounds, 3))])
 
 
 def one_file_capacity(cases: int = 100_000) -> tuple[Measured, float]:
@@ -164,7 +164,7 @@ def one_file_capacity(cases: int = 100_000) -> tuple[Measured, float]:
         root = Path(folder)
         write_project(root, cases, 1)
         size = (root / "gates" / "rows" / "row0" / "gate.yaml").stat().st_size / 2**20
-        return measure([sys.executable, "-m", "_vllm_gates.cli", "list"], root), size
+        return measure([sys.executable, "-m", "_vllm_gates.frontends.cli", "list"], root), size
 
 
 def bench(cases: int, files: int, rounds: int) -> list[tuple[str, float, float, str]]:
@@ -175,12 +175,12 @@ def bench(cases: int, files: int, rounds: int) -> list[tuple[str, float, float, 
         root = Path(folder)
         write_project(root, cases, files)
         commands = {  # each pair compared is measured one right after the other
-            "gates list": [py, "-m", "_vllm_gates.cli", "list"],
+            "gates list": [py, "-m", "_vllm_gates.frontends.cli", "list"],
             "collect plain": pytest_base + ["--collect-only", "plain"],
             "collect gates": pytest_base + ["--collect-only", "gates"],
             "run plain": pytest_base + ["plain"],
             "run gates": pytest_base + ["gates"],
-            "gates run": [py, "-m", "_vllm_gates.cli", "run"],
+            "gates run": [py, "-m", "_vllm_gates.frontends.cli", "run"],
         }
         found: dict[str, list[Measured]] = {name: [] for name in commands}
         for _ in range(rounds):

@@ -27,7 +27,7 @@ TARGET = 1.25
 def gates(*args: str) -> tuple[int, float]:
     """`gates ARGS` from the repository root: its exit status and wall seconds."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "_vllm_gates.cli", *args], cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "_vllm_gates.frontends.cli", *args], cwd=REPO, capture_output=True, text=True)
     if done.returncode == 2:
         sys.stderr.write(done.stderr)
     return done.returncode, time.perf_counter() - started

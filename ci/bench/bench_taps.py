@@ -44,15 +44,15 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402  (after the path set-up)
 
-from _vllm_gates.checks import Subject  # noqa: E402
-from _vllm_gates.config import load_config  # noqa: E402
-from _vllm_gates.diverge import Opened, Options, _pool, _reference, _taps, feed_of, impl_subject, open_gate, \
+from _vllm_gates.definitions.config import load_config  # noqa: E402
+from _vllm_gates.run.checks import Subject  # noqa: E402
+from _vllm_gates.taps.diverge import Opened, Options, _pool, _reference, _taps, feed_of, impl_subject, open_gate, \
     run_opened  # noqa: E402
-from _vllm_gates.divergence import localize  # noqa: E402
-from _vllm_gates.errors import Location  # noqa: E402
-from _vllm_gates.model import TargetRef  # noqa: E402
-from _vllm_gates.project import Project  # noqa: E402
-from _vllm_gates.tap_dumps import spill  # noqa: E402
+from _vllm_gates.base.errors import Location  # noqa: E402
+from _vllm_gates.definitions.model import TargetRef  # noqa: E402
+from _vllm_gates.definitions.project import Project  # noqa: E402
+from _vllm_gates.taps.divergence import localize  # noqa: E402
+from _vllm_gates.taps.tap_dumps import spill  # noqa: E402
 from gates.rows.model_taps.make_checkpoint import Geometry, load_checkpoint, write_checkpoint  # noqa: E402
 
 TAPPED_GOAL, FORCED_GOAL, MEMORY_GOAL = 1.5, 2.5, 2.0

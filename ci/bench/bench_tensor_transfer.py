@@ -77,9 +77,9 @@ def worker_s(array, rounds: int) -> list[float]:
     sys.path.insert(0, str(REPO / "src"))
     import numpy
 
-    from _vllm_gates.checks import _outcome_of
-    from _vllm_gates.plain import encode
-    from _vllm_gates.worker_pool import WorkerPool, WorkerSpec
+    from _vllm_gates.run.checks import _outcome_of
+    from _vllm_gates.wire.plain import encode
+    from _vllm_gates.workers.worker_pool import WorkerPool, WorkerSpec
 
     with tempfile.TemporaryDirectory(prefix="bench-tensor-") as folder:
         root = Path(folder)

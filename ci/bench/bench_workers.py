@@ -25,8 +25,8 @@ EXAMPLE = REPO / "tests" / "example_project"
 
 def round_trip_us(calls: int) -> float:
     sys.path.insert(0, str(REPO / "src"))
-    from _vllm_gates.plain import encode
-    from _vllm_gates.worker_pool import WorkerPool, WorkerSpec
+    from _vllm_gates.wire.plain import encode
+    from _vllm_gates.workers.worker_pool import WorkerPool, WorkerSpec
 
     pool = WorkerPool(WorkerSpec(EXAMPLE, (str(EXAMPLE),), ("example_row", "gates")))
     message = {"op": "call", "target": "example_row.impl:page_bytes", "anchor": None, "build": None, "build_anchor": None,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from _vllm_gates.call import Call
-from _vllm_gates.settings import current as settings
+from _vllm_gates.wire.call import Call
+from _vllm_gates.wire.settings import current as settings
 
 __all__ = ["Call", "settings", "as_torch", "strategies", "__version__"]
 __version__ = "0.2.0"

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import pytest
 
-from _vllm_gates.channel import PROTOCOL_VERSION
+from _vllm_gates.wire.channel import PROTOCOL_VERSION
 from tests.drivers.wire_v2 import Worker
 
 ROOT = Path(__file__).resolve().parents[2]

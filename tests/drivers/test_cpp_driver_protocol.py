@@ -17,14 +17,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from _vllm_gates import channel
-from _vllm_gates.compare import strict_equal
-from _vllm_gates.plain import decode, encode
+from _vllm_gates.values.compare import strict_equal
+from _vllm_gates.wire import channel
+from _vllm_gates.wire.plain import decode, encode
 
 pytestmark = pytest.mark.cpu
 
 ROOT = Path(__file__).resolve().parents[2]
-STAND_IN = "_vllm_gates.standins:wrong_everywhere"
+STAND_IN = "_vllm_gates.wire.standins:wrong_everywhere"
 
 
 class Worker:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from _vllm_gates.channel import PROTOCOL_VERSION
+from _vllm_gates.wire.channel import PROTOCOL_VERSION
 from tests.drivers.wire_v2 import BUFFERS, MAX_BUFFERS, RESERVED, Raw, Worker, frame, tag
 
 pytestmark = pytest.mark.cpu

@@ -10,7 +10,7 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from _vllm_gates.channel import PROTOCOL_VERSION
+from _vllm_gates.wire.channel import PROTOCOL_VERSION
 from tests.drivers.conftest import ROOT, build_driver
 from tests.drivers.test_cpp_driver_tp_layers import _call, _values
 from tests.drivers.wire_v2 import Worker

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.config import load_config
-from _vllm_gates.diverge import Options, run_diverge
-from _vllm_gates.implementations import Implementation
-from _vllm_gates.project import load_project
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.definitions.implementations import Implementation
+from _vllm_gates.definitions.project import load_project
+from _vllm_gates.taps.diverge import Options, run_diverge
 from gates.rows.model_taps import known_bad
 from tests.drivers.conftest import ROOT, build_driver
 

@@ -160,7 +160,7 @@ class Example:
     # front doors ------------------------------------------------------------------------------------
     def gates(self, *args: str) -> CliResult:
         """`gates --root <copy> ARGS...` in this process."""
-        from _vllm_gates import cli
+        from _vllm_gates.frontends import cli
 
         saved_path, saved_addopts = list(sys.path), os.environ.get("PYTEST_ADDOPTS")
         # the nested pytest.main would gc.collect() five times on exit (unraisable-exception plugin): ~1 s with torch loaded

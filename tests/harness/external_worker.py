@@ -116,7 +116,7 @@ def main() -> int:
         reply: dict = {"id": request.get("id")}
         if request.get("op") != "call":
             reply["error"] = {"kind": "protocol", "message": f"unknown op {request.get('op')!r}"}
-        elif request.get("target") == "_vllm_gates.standins:wrong_everywhere":
+        elif request.get("target") == "_vllm_gates.wire.standins:wrong_everywhere":
             reply["result"] = {"value": {"$wrong": True}}
         elif mode == "spin-at-call":
             spin(os.environ["JUDGE_DEATH_FLAG"])

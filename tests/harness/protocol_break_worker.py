@@ -95,7 +95,7 @@ def main() -> int:
         if request is None or request.get("op") == "bye":
             return 0
         reply: dict = {"id": request["id"]}
-        if request.get("target") == "_vllm_gates.standins:wrong_everywhere":
+        if request.get("target") == "_vllm_gates.wire.standins:wrong_everywhere":
             reply["result"] = {"value": {"$wrong": True}}
         else:
             data = {key: value for key, value in request["input"]["$map"]}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.pytest_compat import junit_writer, marker_expression, run_again
+from _vllm_gates.run.pytest_compat import junit_writer, marker_expression, run_again
 
 EXPRESSIONS = {"gpu and not dist": [[], ["gpu"], ["gpu", "dist"]], "(cpu or gpu) and not upstream": [["cpu"], ["upstream", "cpu"], ["dist"]],
                "not cpu": [[], ["cpu"]]}
@@ -64,8 +64,8 @@ def _entry(work: Path) -> dict[str, object]:
         project = work / name
         project.mkdir()
         (project / "pyproject.toml").write_text(pyproject, encoding="utf-8")
-        code, out = _quiet_main([str(project), "--rootdir", str(project), "-p", "_vllm_gates.pytest_entry", "-p", "no:cacheprovider"], [])
-        found[name] = {"exit": code, "refused": "vllm-gates configuration" in out, "engine": "_vllm_gates.plugin" in sys.modules}
+        code, out = _quiet_main([str(project), "--rootdir", str(project), "-p", "_vllm_gates.frontends.pytest_entry", "-p", "no:cacheprovider"], [])
+        found[name] = {"exit": code, "refused": "vllm-gates configuration" in out, "engine": "_vllm_gates.frontends.plugin" in sys.modules}
     return found
 
 

@@ -22,10 +22,10 @@ LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(
 
 # One import per contract, each breaking that contract alone: contract id -> (file, the line appended to it).
 VIOLATIONS = {
-    "rooms": ("src/_vllm_gates/errors.py", "from _vllm_gates import settings"),  # room 11 imports room 9
-    "acyclic": ("src/_vllm_gates/channel.py", "from _vllm_gates import plain"),  # plain imports channel: a ring in room 9
-    "engine-imports-no-content": ("src/_vllm_gates/render.py", "import impl"),
-    "public-face": ("src/vllm_gates/__init__.py", "from _vllm_gates import config"),
+    "rooms": ("src/_vllm_gates/base/errors.py", "from _vllm_gates.wire import settings"),  # room 11 imports room 9
+    "acyclic": ("src/_vllm_gates/wire/channel.py", "from _vllm_gates.wire import plain"),  # plain imports channel: a ring in room 9
+    "engine-imports-no-content": ("src/_vllm_gates/values/render.py", "import impl"),
+    "public-face": ("src/vllm_gates/__init__.py", "from _vllm_gates.definitions import config"),
     "content-independence": ("oracles/__init__.py", "import impl"),
     "content-no-gates": ("upstream/__init__.py", "import gates"),
     "only-upstream-imports-vllm": ("oracles/layout.py", "import vllm"),

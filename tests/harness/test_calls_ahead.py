@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.plain import encode
-from _vllm_gates.worker_pool import AHEAD_BYTES, WorkerPool, WorkerSpec
+from _vllm_gates.wire.plain import encode
+from _vllm_gates.workers.worker_pool import AHEAD_BYTES, WorkerPool, WorkerSpec
 from tests.harness.conftest import engine_env, log_beside
 from tests.harness.test_shared_checkers import PYPROJECT  # a project of rows under gates/rows, subjects in pkg
 
@@ -84,7 +84,7 @@ def _calls(root: Path) -> list[tuple[str, int]]:
 
 SENDS = '''import os
 
-import _vllm_gates.worker_pool as workers
+import _vllm_gates.workers.worker_pool as workers
 
 _send = workers.WorkerProcess.send_request
 

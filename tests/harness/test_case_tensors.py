@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from _vllm_gates import case_tensors
-from _vllm_gates.case_tensors import randn
-from _vllm_gates.config import load_config
-from _vllm_gates.errors import DefinitionError
-from _vllm_gates.fingerprints import Fingerprinter
-from _vllm_gates.gatefile import load_gate_file
+from _vllm_gates.base.errors import DefinitionError
+from _vllm_gates.definitions import case_tensors
+from _vllm_gates.definitions.case_tensors import randn
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.definitions.gatefile import load_gate_file
+from _vllm_gates.run.fingerprints import Fingerprinter
 from tests.harness.test_calls_ahead import _project as calls_ahead_project
 from tests.harness.test_calls_ahead import _pytest
 
@@ -332,7 +332,7 @@ def test_a_bad_tensor_breaks_only_its_gate_and_the_run_says_where(tmp_path):
 
 def test_upstream_drift_leaves_out_a_case_holding_a_tensor(tmp_path):
     """Its probes travel as one JSON request, which carries no buffers: such a case is left out, not a crash."""
-    from _vllm_gates.drift import probes
+    from _vllm_gates.frontends.drift import probes
 
     root = _project(tmp_path, cases={**CASES, "plain": "{input: {x: 3}, expect: 6}"})
     found = probes(load_config(root), [("R-0", _load(root).gates[0])], 0)

@@ -229,8 +229,8 @@ def test_a_harness_change_selects_every_row(split, monkeypatch):
     """The engine's folders are found from its modules' `__file__`; here one is placed inside the project."""
     import importlib
 
-    selection = importlib.import_module("_vllm_gates.selection")  # the module the CLI imports: pytester may have
-    # dropped an earlier one from sys.modules, which `from _vllm_gates import selection` would still return
+    selection = importlib.import_module("_vllm_gates.run.selection")  # the module the CLI imports: pytester may have
+    # dropped an earlier one from sys.modules, which `from _vllm_gates.run import selection` would still return
 
     monkeypatch.setattr(selection, "_engine_folders", lambda config: ["tools/engine"])
     split.write("tools/engine/plugin.py", "X = 1\n")
@@ -241,8 +241,8 @@ def test_a_harness_change_selects_every_row(split, monkeypatch):
 def test_the_engine_folders_of_this_repository_are_its_packages():
     import _vllm_gates
 
-    from _vllm_gates.config import Config
-    from _vllm_gates.selection import _engine_folders
+    from _vllm_gates.definitions.config import Config
+    from _vllm_gates.run.selection import _engine_folders
 
     root = Path(__file__).resolve().parents[2]
     if root not in Path(_vllm_gates.__file__).resolve().parents:

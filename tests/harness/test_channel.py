@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from _vllm_gates.channel import EXACT_FLAG, MAX_FRAME, ChannelClosed, ChannelTimeout, ProtocolError, frame, receive, send
+from _vllm_gates.wire.channel import EXACT_FLAG, MAX_FRAME, ChannelClosed, ChannelTimeout, ProtocolError, frame, receive, send
 
 pytestmark = pytest.mark.cpu
 
@@ -49,7 +49,7 @@ def test_non_finite_numbers_and_non_objects_are_refused():
 def test_a_reply_digest_covers_everything_past_the_id():
     """Replies that say the same past their ids share a digest (the judge then parses one of them); any other byte,
     or the exact-numbers flag, tells them apart; a body that does not open with its id gets none (always parsed)."""
-    from _vllm_gates.worker_pool import RawReply
+    from _vllm_gates.workers.worker_pool import RawReply
 
     def raw(message: dict, request_id: int, exact: bool = False) -> RawReply:
         body = frame(message)[4:]

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from _vllm_gates.channel import (BUFFERS_FLAG, EXACT_FLAG, MAX_BUFFERS, MAX_FRAME, ChannelClosed, OutOfBand, ProtocolError,
-                                 frame, frame_parts, parse, receive, receive_buffered, send)
+from _vllm_gates.wire.channel import (BUFFERS_FLAG, EXACT_FLAG, MAX_BUFFERS, MAX_FRAME, ChannelClosed, OutOfBand, ProtocolError,
+                                      frame, frame_parts, parse, receive, receive_buffered, send)
 
 pytestmark = pytest.mark.cpu
 
@@ -110,7 +110,7 @@ def test_frames_follow_each_other_with_buffers_between():
 def test_a_reply_digest_covers_the_buffers():
     """Two replies whose bodies agree past the id but whose buffers differ in one byte are not the same content
     (the judge would otherwise reuse the oracle's tensor for the impl's)."""
-    from _vllm_gates.worker_pool import RawReply
+    from _vllm_gates.workers.worker_pool import RawReply
 
     def raw(request_id: int, data: bytes) -> RawReply:
         body = frame_parts({"id": request_id, "result": {"value": Blob(data)}})[0]
@@ -147,7 +147,7 @@ def test_a_buffer_bigger_than_a_frame_travels_whole():
 def test_a_refused_frame_leaves_nothing_read_ahead_behind():
     """After a protocol error the channel is dead: bytes read past the refused word are dropped, not kept under the
     socket's id for whatever socket gets that id next."""
-    from _vllm_gates import channel
+    from _vllm_gates.wire import channel
 
     left, right = socket.socketpair()
     left.sendall(struct.pack(">I", 7 | (1 << 29)) + b'{"v":1}' + frame({"next": 1}))

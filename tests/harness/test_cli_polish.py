@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.audit import STAND_IN_WIDTH, AuditLine, StandIn, audit_table
-from _vllm_gates.exitcodes import ExitCode
-from _vllm_gates.reports import display_width, fixed_width
+from _vllm_gates.results.reports import display_width, fixed_width
+from _vllm_gates.run.audit import STAND_IN_WIDTH, AuditLine, StandIn, audit_table
+from _vllm_gates.run.exitcodes import ExitCode
 from tests.harness.conftest import EXAMPLE, GATE_FILE, engine_env
 
 pytestmark = pytest.mark.cpu
@@ -44,7 +44,7 @@ def _env(**changes: str | None) -> dict[str, str]:
 
 def _gates() -> list[str]:
     found = shutil.which("gates", path=str(Path(sys.executable).parent))
-    return [found] if found else [sys.executable, "-m", "_vllm_gates.cli"]
+    return [found] if found else [sys.executable, "-m", "_vllm_gates.frontends.cli"]
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -144,7 +144,7 @@ def test_a_long_stand_in_state_is_cut_in_its_cell_and_given_whole_under_the_audi
 
 
 def test_gates_audit_shows_a_skipped_gpu_gate_without_running_its_cell_into_the_next(example, monkeypatch):
-    from _vllm_gates import requirements
+    from _vllm_gates.definitions import requirements
 
     monkeypatch.setitem(requirements.DETECTORS, "cuda", lambda project: "no CUDA device (torch.cuda.is_available() is False)")
     example.add_gate("on-gpu", "[gpu]")
@@ -176,7 +176,7 @@ def test_the_run_table_columns_line_up_under_their_rule(example):
 @pytest.fixture
 def gpu_only(example, monkeypatch):
     """The example row with only a gpu gate, claimed PARTIAL (a skipped gpu gate meets it), on a machine without CUDA."""
-    from _vllm_gates import requirements
+    from _vllm_gates.definitions import requirements
 
     monkeypatch.setitem(requirements.DETECTORS, "cuda", lambda project: "no CUDA device (torch.cuda.is_available() is False)")
     example.edit("markers: [cpu]", "markers: [gpu]")
@@ -215,7 +215,7 @@ def test_gates_run_marker_gpu_on_a_machine_without_cuda_exits_7(tmp_path, no_cud
 
 
 def test_the_exit_codes_are_documented_where_users_look():
-    from _vllm_gates.cli import EPILOG
+    from _vllm_gates.frontends.cli import EPILOG
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("### Exit codes"):]
@@ -400,7 +400,7 @@ def test_a_signal_inside_a_gc_callback_is_told_apart_so_it_is_sent_again_not_rai
     import gc
     import sys
 
-    from _vllm_gates.feature_interrupts import inside_gc_callback
+    from _vllm_gates.run.feature_interrupts import inside_gc_callback
 
     seen: list[bool] = []
 
@@ -424,7 +424,7 @@ def test_a_signal_at_an_instruction_without_a_line_is_sent_again_not_raised():
     import sys
     from types import SimpleNamespace
 
-    from _vllm_gates.feature_interrupts import no_line_to_show
+    from _vllm_gates.run.feature_interrupts import no_line_to_show
 
     assert not no_line_to_show(sys._getframe())
     outer = SimpleNamespace(f_lineno=12, f_back=None)

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _vllm_gates.checks import Mismatch
-from _vllm_gates.compare import COUNTED, differences, strict_equal
-from _vllm_gates.items import _render_mismatch
-from _vllm_gates.render import MAX_PATHS, differing_paths
+from _vllm_gates.run.checks import Mismatch
+from _vllm_gates.run.items import _render_mismatch
+from _vllm_gates.values.compare import COUNTED, differences, strict_equal
+from _vllm_gates.values.render import MAX_PATHS, differing_paths
 
 pytestmark = pytest.mark.cpu
 

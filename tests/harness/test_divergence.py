@@ -9,12 +9,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from _vllm_gates.divergence_report import as_json, render_text
-from _vllm_gates.divergence import DRIFT, LOCALIZED_BREAK, DivergenceInputError, dtype_boundary, localize
-from _vllm_gates.errors import Location
-from _vllm_gates.model import Taps
-from _vllm_gates.policies import PerDtype, Policy
-from _vllm_gates.tap_figures import figures
+from _vllm_gates.base.errors import Location
+from _vllm_gates.definitions.model import Taps
+from _vllm_gates.taps.divergence import DRIFT, LOCALIZED_BREAK, DivergenceInputError, dtype_boundary, localize
+from _vllm_gates.taps.divergence_report import as_json, render_text
+from _vllm_gates.taps.tap_figures import figures
+from _vllm_gates.values.policies import PerDtype, Policy
 
 pytestmark = pytest.mark.cpu
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from _vllm_gates.tap_dumps import read_dump
+from _vllm_gates.taps.tap_dumps import read_dump
 from tests.harness.conftest import GATE_FILE, Example
 
 pytestmark = pytest.mark.cpu

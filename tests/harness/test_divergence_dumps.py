@@ -10,13 +10,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from _vllm_gates.divergence import localize
-from _vllm_gates.errors import Location
-from _vllm_gates.model import Taps
-from _vllm_gates.policies import Policy
-from _vllm_gates.safetensors_file import read_metadata
-from _vllm_gates.tolerance import CHUNK
-from _vllm_gates.tap_dumps import FORMAT, TapDumpError, TapFile, check_dump, read_dump, spill, weights_fingerprint, \
+from _vllm_gates.base.errors import Location
+from _vllm_gates.definitions.model import Taps
+from _vllm_gates.definitions.safetensors_file import read_metadata
+from _vllm_gates.taps.divergence import localize
+from _vllm_gates.values.policies import Policy
+from _vllm_gates.values.tolerance import CHUNK
+from _vllm_gates.taps.tap_dumps import FORMAT, TapDumpError, TapFile, check_dump, read_dump, spill, weights_fingerprint, \
     write_dump
 
 pytestmark = pytest.mark.cpu

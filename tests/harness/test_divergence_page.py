@@ -13,11 +13,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from _vllm_gates import cli
-from _vllm_gates.divergence import localize
-from _vllm_gates.divergence_page import DivergeReport, diverge_section
-from _vllm_gates.divergence_plot import LOG_BOTTOM, LOG_TOP, NOT_FINITE_Y, ZERO_Y, LogScale, groups, svg
-from _vllm_gates.divergence_report import as_json
+from _vllm_gates.frontends import cli
+from _vllm_gates.taps.divergence import localize
+from _vllm_gates.taps.divergence_page import DivergeReport, diverge_section
+from _vllm_gates.taps.divergence_plot import LOG_BOTTOM, LOG_TOP, NOT_FINITE_Y, ZERO_Y, LogScale, groups, svg
+from _vllm_gates.taps.divergence_report import as_json
 from tests.harness.test_divergence import POLICY, TAPS, logits_case, names, noisy, reference
 from tests.harness.test_html_report import _unbalanced
 

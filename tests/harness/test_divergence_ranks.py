@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _vllm_gates.divergence import localize
-from _vllm_gates.divergence_report import as_json, render_text
-from _vllm_gates.errors import Location
-from _vllm_gates.model import Taps
-from _vllm_gates.policies import Policy
+from _vllm_gates.base.errors import Location
+from _vllm_gates.definitions.model import Taps
+from _vllm_gates.taps.divergence import localize
+from _vllm_gates.taps.divergence_report import as_json, render_text
+from _vllm_gates.values.policies import Policy
 
 pytestmark = pytest.mark.cpu
 

@@ -9,12 +9,12 @@ from typing import Any, Mapping
 import numpy as np
 import pytest
 
-from _vllm_gates.divergence import Divergence, localize
-from _vllm_gates.divergence_report import render_shrink, shrink_as_json
-from _vllm_gates.divergence_shrink import ERROR, KEPT, LOST, not_sought, shrink, truncated
-from _vllm_gates.errors import GatesError, Location
-from _vllm_gates.model import Taps
-from _vllm_gates.policies import Policy
+from _vllm_gates.base.errors import GatesError, Location
+from _vllm_gates.definitions.model import Taps
+from _vllm_gates.taps.divergence import Divergence, localize
+from _vllm_gates.taps.divergence_report import render_shrink, shrink_as_json
+from _vllm_gates.taps.divergence_shrink import ERROR, KEPT, LOST, not_sought, shrink, truncated
+from _vllm_gates.values.policies import Policy
 
 pytestmark = pytest.mark.cpu
 

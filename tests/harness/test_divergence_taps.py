@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from _vllm_gates.errors import DefinitionError
-from _vllm_gates.gatefile import load_gate_file
-from _vllm_gates.roadmap import load_roadmap
+from _vllm_gates.base.errors import DefinitionError
+from _vllm_gates.definitions.gatefile import load_gate_file
+from _vllm_gates.definitions.roadmap import load_roadmap
 from tests.harness.conftest import EXAMPLE, GATE_FILE, line_of
 
 jsonschema = pytest.importorskip("jsonschema")
 pytestmark = pytest.mark.cpu
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "src" / "_vllm_gates" / "schema" / "gate-file.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "src" / "_vllm_gates" / "definitions" / "schema" / "gate-file.schema.json").read_text())
 TAPS = '''    taps:
       feed: feed
       feed_points: ["layers.{i}.attn.in", "layers.{i}.mlp.in", "norm.in"]

@@ -7,13 +7,13 @@ import inspect
 import pkgutil
 
 import _vllm_gates
-from _vllm_gates.errors import GatesError
+from _vllm_gates.base.errors import GatesError
 
 CONTROL_FLOW = {
-    "_vllm_gates.checks._StopShrinking": "ends a property run; a BaseException so that Hypothesis does not catch it",
-    "_vllm_gates.divergence_shrink._OutOfRuns": "ends a shrinking search at its bound of runs; caught by the search "
+    "_vllm_gates.run.checks._StopShrinking": "ends a property run; a BaseException so that Hypothesis does not catch it",
+    "_vllm_gates.taps.divergence_shrink._OutOfRuns": "ends a shrinking search at its bound of runs; caught by the search "
                                                 "itself, never leaves divergence_shrink.py",
-    "_vllm_gates.plain._Irregular": "hands a value from the fast encoding pass to the careful one; never leaves plain.py",
+    "_vllm_gates.wire.plain._Irregular": "hands a value from the fast encoding pass to the careful one; never leaves plain.py",
 }
 
 

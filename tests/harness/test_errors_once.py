@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates import yamlsource
-from _vllm_gates.errors import DefinitionError
-from _vllm_gates.gatefile import load_gate_file
+from _vllm_gates.base import yamlsource
+from _vllm_gates.base.errors import DefinitionError
+from _vllm_gates.definitions.gatefile import load_gate_file
 from tests.harness.test_implementations import WORKER, _external
 
 pytestmark = pytest.mark.cpu

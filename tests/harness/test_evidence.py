@@ -9,12 +9,12 @@ from typing import Any
 import jsonschema
 import pytest
 
-from _vllm_gates.evidence import SIMULATED_DEVICE_ENV
+from _vllm_gates.run.evidence import SIMULATED_DEVICE_ENV
 
 pytestmark = pytest.mark.cpu
 
 REPO = Path(__file__).resolve().parents[2]
-RUN_SCHEMA = json.loads((REPO / "src" / "_vllm_gates" / "schema" / "run.schema.json").read_text(encoding="utf-8"))
+RUN_SCHEMA = json.loads((REPO / "src" / "_vllm_gates" / "definitions" / "schema" / "run.schema.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture
@@ -184,7 +184,7 @@ def test_m3_claimed_done_is_not_met_by_a_cpu_run_and_is_met_by_cpu_and_gpu_evide
     roadmap.write_text(text, encoding="utf-8")
 
     def gates(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "_vllm_gates.cli", "--root", str(tmp_path), *args],
+        return subprocess.run([sys.executable, "-m", "_vllm_gates.frontends.cli", "--root", str(tmp_path), *args],
                               capture_output=True, text=True, cwd=tmp_path, env={**__import__("os").environ, "CI": "true"})
 
     cpu = tmp_path / "cpu.json"

@@ -177,9 +177,9 @@ def test_a_profile_without_the_reuse_phase_uses_no_database(tmp_path):
     land in it; the run's own profiles do."""
     from hypothesis import settings
 
-    from _vllm_gates.examples_db import DatabasePath, open_shared_examples
-    from _vllm_gates.mutate_hook import PROFILE, _register_profile
-    from _vllm_gates.profiles import register_profiles
+    from _vllm_gates.mutation.mutate_hook import PROFILE, _register_profile
+    from _vllm_gates.run.examples_db import DatabasePath, open_shared_examples
+    from _vllm_gates.run.profiles import register_profiles
 
     shared, refusals = open_shared_examples(DatabasePath(tmp_path / "db", "--examples-db"), [])
     assert refusals == [] and shared is not None

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from _vllm_gates import features
-from _vllm_gates.features import FEATURES, ReportPass, RunOption, hookimpl, options, report_passes
-from _vllm_gates.session import GateRun
+from _vllm_gates.run import features
+from _vllm_gates.run.features import FEATURES, ReportPass, RunOption, hookimpl, options, report_passes
+from _vllm_gates.run.session import GateRun
 
 ENGINE = Path(__file__).resolve().parents[2] / "src" / "_vllm_gates"
 MUTATORS = {"add", "append", "extend", "update", "setdefault", "pop", "popitem", "clear", "remove", "discard", "insert"}
@@ -84,8 +84,8 @@ def test_the_check_leaves_reads_methods_and_the_stash_alone() -> None:
 
 
 def test_each_feature_option_is_declared_once_for_both_front_doors() -> None:
-    from _vllm_gates.cli import parser
-    from _vllm_gates.pytest_entry import pytest_addoption
+    from _vllm_gates.frontends.cli import parser
+    from _vllm_gates.frontends.pytest_entry import pytest_addoption
 
     declared = [option.name for option in options("cli") + options("pytest")]
     cli_flags = {flag for action in parser()._subparsers._group_actions[0].choices["run"]._actions  # type: ignore[union-attr]
@@ -130,7 +130,7 @@ def test_a_feature_module_imports_only_the_host_at_its_top() -> None:
              f"for name in {list(FEATURES)!r}:\n    importlib.import_module(name)\n"
              "print(sorted(m for m in sys.modules if m.startswith('_vllm_gates')))")
     ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert ran.stdout.strip() == repr(sorted(["_vllm_gates", "_vllm_gates.features", *FEATURES]))
+    assert ran.stdout.strip() == repr(sorted(["_vllm_gates", "_vllm_gates.run.features", *FEATURES]))
 
 
 def test_a_new_feature_is_its_module_and_a_registration(example) -> None:

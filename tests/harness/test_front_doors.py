@@ -74,7 +74,7 @@ def _fresh_env() -> dict[str, str]:
 
 def _gates_command() -> list[str]:
     found = shutil.which("gates", path=str(Path(sys.executable).parent))
-    return [found] if found else [sys.executable, "-m", "_vllm_gates.cli"]
+    return [found] if found else [sys.executable, "-m", "_vllm_gates.frontends.cli"]
 
 
 def test_a_project_with_its_own_gates_package_passes_under_both_front_doors(tmp_path):

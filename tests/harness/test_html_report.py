@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates import cli, html_report
-from _vllm_gates.html_report import MAX_DIFF_CHARS, MAX_SURVIVORS, Source, render_page
+from _vllm_gates.frontends import cli, html_report
+from _vllm_gates.frontends.html_report import MAX_DIFF_CHARS, MAX_SURVIVORS, Source, render_page
 
 pytestmark = pytest.mark.cpu
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates import cli
+from _vllm_gates.frontends import cli
 from tests.chromium import browser, console_errors  # noqa: F401 - browser: the fixture
 
 pytestmark = pytest.mark.cpu

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.errors import DefinitionError, Location, Problem
-from _vllm_gates.import_failures import missing_package, not_installed
+from _vllm_gates.base.errors import DefinitionError, Location, Problem
+from _vllm_gates.definitions.import_failures import missing_package, not_installed
 
 pytestmark = pytest.mark.cpu
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.imports import Import, imports_in
-from _vllm_gates.sources import ModuleFile, _imported_names
+from _vllm_gates.definitions.imports import Import, imports_in
+from _vllm_gates.definitions.sources import ModuleFile, _imported_names
 
 FORMS = {
     "import a.b, c": [Import(1, "a.b"), Import(1, "c")],

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.config import load_config
-from _vllm_gates.imports import absolute
-from _vllm_gates.independence import violations
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.definitions.imports import absolute
+from _vllm_gates.definitions.independence import violations
 
 pytestmark = pytest.mark.cpu
 
@@ -99,7 +99,7 @@ def test_relative_imports_resolve_against_the_package(module, is_package, level,
 
 
 def test_gates_check_independence_passes_here_and_names_a_planted_violation(tmp_path):
-    gates = [sys.executable, "-m", "_vllm_gates.cli"]
+    gates = [sys.executable, "-m", "_vllm_gates.frontends.cli"]
     done = subprocess.run([*gates, "--root", str(REPO), "check-independence"], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 violation(s)" in done.stdout

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from _vllm_gates.agreement import reaches
-from _vllm_gates.errors import Location
-from _vllm_gates.model import Case, Limit, Raises
+from _vllm_gates.base.errors import Location
+from _vllm_gates.definitions.agreement import reaches
+from _vllm_gates.definitions.model import Case, Limit, Raises
 from tests.harness.test_implementations import OPERATIONS as BASE_OPERATIONS
 
 pytestmark = pytest.mark.cpu

@@ -21,7 +21,7 @@ from typing import Callable
 
 import pytest
 
-from _vllm_gates.lifeline import Lifeline
+from _vllm_gates.workers.lifeline import Lifeline
 from tests.harness.conftest import engine_env
 from tests.harness.external_worker import SPINNER
 
@@ -149,14 +149,14 @@ def _judge_dies_and_takes_its_run(run: Run, spawns: bool, expect_fork_server: bo
         run.end(spawned)
 
 
-GATES_RUN = [sys.executable, "-m", "_vllm_gates.cli", "run"]
+GATES_RUN = [sys.executable, "-m", "_vllm_gates.frontends.cli", "run"]
 POOL_JUDGE = """
 import os, sys
 from pathlib import Path
 from typing import Callable
-from _vllm_gates import lifeline
-from _vllm_gates.plain import encode
-from _vllm_gates.worker_pool import WorkerPool, WorkerSpec
+from _vllm_gates.wire.plain import encode
+from _vllm_gates.workers import lifeline
+from _vllm_gates.workers.worker_pool import WorkerPool, WorkerSpec
 root, external = Path.cwd(), tuple(sys.argv[1:])
 lifeline.current().elder = int(os.environ["JUDGE_ELDER"])
 pool = WorkerPool(WorkerSpec(root, (str(root),), ("example_row", "gates"), external=external))

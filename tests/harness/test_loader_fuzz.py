@@ -14,10 +14,10 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from _vllm_gates.gatefile import FILE_KEYS_OPTIONAL, FILE_KEYS_REQUIRED, GATE_KEYS_OPTIONAL, GATE_KEYS_REQUIRED, load_gate_file
-from _vllm_gates.model import GateFile
-from _vllm_gates.roadmap import load_roadmap
-from _vllm_gates.errors import DefinitionError
+from _vllm_gates.base.errors import DefinitionError
+from _vllm_gates.definitions.gatefile import FILE_KEYS_OPTIONAL, FILE_KEYS_REQUIRED, GATE_KEYS_OPTIONAL, GATE_KEYS_REQUIRED, load_gate_file
+from _vllm_gates.definitions.model import GateFile
+from _vllm_gates.definitions.roadmap import load_roadmap
 
 pytestmark = pytest.mark.cpu
 

@@ -12,9 +12,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _vllm_gates import yamlsource
-from _vllm_gates.errors import DefinitionError
-from _vllm_gates.yamlsource import YList, YMap, load_yaml
+from _vllm_gates.base import yamlsource
+from _vllm_gates.base.errors import DefinitionError
+from _vllm_gates.base.yamlsource import YList, YMap, load_yaml
 
 pytestmark = [pytest.mark.cpu, pytest.mark.skipif(yamlsource._CParser is None, reason="PyYAML is built without libyaml")]
 

@@ -80,7 +80,7 @@ def test_a_definition_error_item_is_selected_by_every_marker(example):
 
 def test_a_requirement_is_checked_only_when_a_selected_item_needs_it(example, monkeypatch):
     """`-m cpu` deselects the gpu items before their requirement is asked for: the judge never imports torch for it."""
-    from _vllm_gates import requirements
+    from _vllm_gates.definitions import requirements
 
     example.add_gate("on-gpu", "[gpu]")
     asked = []

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from _vllm_gates.channel import MAX_BUFFER_BYTES, PROTOCOL_VERSION, ProtocolError
-from _vllm_gates.messages import (Bye, CallOperation, CallTarget, ErrorBody, Fork, Forked, Hello, Ready, Refused,
-                                  ServerHello, Status, StatusQuery, read)
+from _vllm_gates.wire.channel import MAX_BUFFER_BYTES, PROTOCOL_VERSION, ProtocolError
+from _vllm_gates.wire.messages import (Bye, CallOperation, CallTarget, ErrorBody, Fork, Forked, Hello, Ready, Refused,
+                                       ServerHello, Status, StatusQuery, read)
 
 pytestmark = pytest.mark.cpu
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from _vllm_gates import mutate
-from _vllm_gates.config import load_config
-from _vllm_gates.mutate_operators import Mutant, mutants
-from _vllm_gates.mutation_evidence import read_mutation_report, row_strengths, sources_fingerprint
-from _vllm_gates.project import Project
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.definitions.project import Project
+from _vllm_gates.mutation import mutate
+from _vllm_gates.mutation.mutate_operators import Mutant, mutants
+from _vllm_gates.run.mutation_evidence import read_mutation_report, row_strengths, sources_fingerprint
 
 from .conftest import Example
 
@@ -219,7 +219,7 @@ class Box:
 
 
 def test_the_operator_families_in_a_fixed_order() -> None:
-    from _vllm_gates.mutate_operators import mutants
+    from _vllm_gates.mutation.mutate_operators import mutants
 
     found = mutants("m.py", SNIPPET)
     assert [(m.line, m.operator) for m in found] == [(m.line, m.operator) for m in mutants("m.py", SNIPPET)]
@@ -246,7 +246,7 @@ def test_the_operator_families_in_a_fixed_order() -> None:
 def test_compiling_the_spliced_statement_keeps_the_mutants_a_whole_file_compile_keeps(file: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A splice is checked by compiling its top-level statement after the file's __future__ imports, not the whole
     file (most of generating's time): the same mutants, in the same order, as compiling each mutated file."""
-    from _vllm_gates import mutate_operators
+    from _vllm_gates.mutation import mutate_operators
 
     text = (Path(__file__).resolve().parents[2] / file).read_text(encoding="utf-8")
     fast = mutants(file, text)
@@ -320,7 +320,7 @@ def test_a_stopped_run_ends_its_session_and_keeps_what_it_measured(example: Exam
 
     example.edit("    return 2 * block_size", "    import time; time.sleep(60)\n    return 2 * block_size", IMPL)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.cli", "mutate", "--timeout", "120", "--json", "out/m.json"],
+    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.frontends.cli", "mutate", "--timeout", "120", "--json", "out/m.json"],
                                cwd=example.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not list(example.root.glob("out/m.json")) and time.monotonic() < deadline:  # written once the row starts
@@ -390,7 +390,7 @@ def test_changed_lines_only_a_gate_that_cannot_run_here_reaches_are_not_run_here
 def test_a_drawn_score_is_shown_to_one_decimal_with_its_standard_error():
     """89.8% of a 200-mutant draw is never printed as 90%, and says how far a draw of that size may be from the
     population's score (one standard error, finite-population corrected)."""
-    from _vllm_gates.mutate_report import MutationRowReport, summary_lines
+    from _vllm_gates.mutation.mutate_report import MutationRowReport, summary_lines
 
     statuses = ["killed"] * 150 + ["survived"] * 17 + ["not_run_here"] * 33
     report = MutationRowReport("R", "s", "g", [], mutants=[{"status": s, "operator": "arith + -> -"} for s in statuses], population=2218)

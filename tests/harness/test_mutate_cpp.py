@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from _vllm_gates.config import load_config
-from _vllm_gates.implementations import Implementation
-from _vllm_gates.mutate_cpp import cpp_mutants
-from _vllm_gates.mutate_cpp_build import MutantBuilds, MutantDoesNotBuild
-from _vllm_gates.mutate_cpp_files import cpp_files_for_row, gates_reaching
-from _vllm_gates.mutate_operators import Mutant
-from _vllm_gates.project import load_project
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.definitions.implementations import Implementation
+from _vllm_gates.definitions.project import load_project
+from _vllm_gates.mutation.mutate_cpp import cpp_mutants
+from _vllm_gates.mutation.mutate_cpp_build import MutantBuilds, MutantDoesNotBuild
+from _vllm_gates.mutation.mutate_cpp_files import cpp_files_for_row, gates_reaching
+from _vllm_gates.mutation.mutate_operators import Mutant
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -176,7 +176,7 @@ def test_a_rows_files_are_its_operations_code_without_the_driver() -> None:
 
 
 def test_reach_follows_a_shared_header_not_a_same_named_helper(tmp_path: Path) -> None:
-    from _vllm_gates.mutate_cpp_files import CppPort, _read
+    from _vllm_gates.mutation.mutate_cpp_files import CppPort, _read
     texts = {
         "ops/a_ops.cpp": '#include "lib/a.h"\n#include "common_a.h"\nGATES_OPERATION("op-a", [](const V& v) { return Helper(Compute(v)); });\n',
         "ops/common_a.h": "int Helper(int);\n",
@@ -259,7 +259,7 @@ def test_a_mutant_that_does_not_compile_raises_and_is_remembered(tiny: tuple[Pat
 def test_one_equivalents_file_serves_both_implementations(tmp_path: Path) -> None:
     """A row's equivalent_mutants.yaml may list the C++ port's mutants beside the Python port's: a run judges the
     entries of the files it mutates (and of files that no longer exist) for staleness, never the other's."""
-    from _vllm_gates.mutate_report import Equivalent, stale_equivalents
+    from _vllm_gates.mutation.mutate_report import Equivalent, stale_equivalents
 
     (tmp_path / "impl").mkdir()
     (tmp_path / "impl" / "m.py").write_text("x = 1\n")

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from _vllm_gates.mutate_cpp import cpp_mutants
-from _vllm_gates.mutate_operators import FAMILIES, family, mutants
-from _vllm_gates.mutate_report import MutationRowReport, summary_lines
+from _vllm_gates.mutation.mutate_cpp import cpp_mutants
+from _vllm_gates.mutation.mutate_operators import FAMILIES, family, mutants
+from _vllm_gates.mutation.mutate_report import MutationRowReport, summary_lines
 
 from .conftest import Example
 

@@ -14,9 +14,9 @@ from typing import Any, Callable
 import jsonschema
 import pytest
 
-from _vllm_gates import mutate
-from _vllm_gates.mutate_operators import mutants
-from _vllm_gates.mutation_records import Kill, MutantVerdict
+from _vllm_gates.mutation import mutate
+from _vllm_gates.mutation.mutate_operators import mutants
+from _vllm_gates.results.mutation_records import Kill, MutantVerdict
 
 from .conftest import Example
 from .test_mutate import IMPL, SNIPPET, _commit
@@ -185,8 +185,8 @@ def test_a_budget_stops_the_python_row_and_scores_what_was_judged(example: Examp
 
 def test_a_compile_memo_gives_the_same_mutants_without_compiling_them_again(tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from _vllm_gates import mutate_incremental
-    from _vllm_gates.mutate_incremental import CompileMemo
+    from _vllm_gates.mutation import mutate_incremental
+    from _vllm_gates.mutation.mutate_incremental import CompileMemo
 
     plain = [(m.id("R"), m.fingerprint, m.diff) for m in mutants("m.py", SNIPPET)]
     memo = CompileMemo(tmp_path / "memo.json")

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from _vllm_gates import mutate
-from _vllm_gates.config import load_config
-from _vllm_gates.mutate_operators import Mutant
-from _vllm_gates.mutate_warm import warm_plan
-from _vllm_gates.project import Project
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.definitions.project import Project
+from _vllm_gates.mutation import mutate
+from _vllm_gates.mutation.mutate_operators import Mutant
+from _vllm_gates.mutation.mutate_warm import warm_plan
 
 from .conftest import Example
 

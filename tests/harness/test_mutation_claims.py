@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from _vllm_gates.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint
+from _vllm_gates.run.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint
 
 pytestmark = pytest.mark.cpu
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.new_row import Layout, row_names
+from _vllm_gates.frontends.new_row import Layout, row_names
 from tests.harness.conftest import engine_env
 
 pytestmark = pytest.mark.cpu
@@ -32,7 +32,7 @@ def _with_port_packages(example) -> None:
 def _gates(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`gates --root ROOT ARGS...` in a process of its own, as on a fresh checkout: the project's `impl`, `oracles` and
     `gates` packages are its own, never this repository's."""
-    return subprocess.run([sys.executable, "-m", "_vllm_gates.cli", "--root", str(root), *args], cwd=root,
+    return subprocess.run([sys.executable, "-m", "_vllm_gates.frontends.cli", "--root", str(root), *args], cwd=root,
                           env=engine_env(), capture_output=True, text=True, timeout=300)
 
 

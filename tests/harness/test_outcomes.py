@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from _vllm_gates.exitcodes import ExitCode, exit_code
-from _vllm_gates.outcomes import ItemOutcome, NotImplementedBy, RequirementUnmet, from_data, to_data
-from _vllm_gates.verdicts import ClaimResult, ItemResult, RowReport, RunReport, Verdict, gate_verdict
+from _vllm_gates.results.outcomes import ItemOutcome, NotImplementedBy, RequirementUnmet, from_data, to_data
+from _vllm_gates.results.verdicts import ClaimResult, ItemResult, RowReport, RunReport, Verdict, gate_verdict
+from _vllm_gates.run.exitcodes import ExitCode, exit_code
 
 pytestmark = pytest.mark.cpu
 

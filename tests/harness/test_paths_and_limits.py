@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates import yamlsource
-from _vllm_gates.errors import DefinitionError
-from _vllm_gates.gatefile import load_gate_file, peek_row_id
-from _vllm_gates.roadmap import load_roadmap
-from _vllm_gates.specdoc import requirements_in
-from _vllm_gates.yamlsource import MAX_FILE_BYTES, MAX_NODES, load_yaml
+from _vllm_gates.base import yamlsource
+from _vllm_gates.base.errors import DefinitionError
+from _vllm_gates.base.yamlsource import MAX_FILE_BYTES, MAX_NODES, load_yaml
+from _vllm_gates.definitions.gatefile import load_gate_file, peek_row_id
+from _vllm_gates.definitions.roadmap import load_roadmap
+from _vllm_gates.definitions.specdoc import requirements_in
 
 pytestmark = pytest.mark.cpu
 
@@ -61,7 +61,7 @@ def test_a_spec_that_climbs_out_of_the_root_is_refused(example):
 def test_an_absolute_spec_is_refused_not_read(example, monkeypatch):
     opened: list[str] = []
     real_read = yamlsource.read_definition_text
-    monkeypatch.setattr("_vllm_gates.specdoc.read_definition_text", lambda path, *a, **k: opened.append(str(path)) or real_read(path, *a, **k))
+    monkeypatch.setattr("_vllm_gates.definitions.specdoc.read_definition_text", lambda path, *a, **k: opened.append(str(path)) or real_read(path, *a, **k))
     example.edit(SPEC_LINE, "spec: /etc/passwd")
     result = refused(example, f"{GATE_FILE}:{example.line('spec:')}:", "spec '/etc/passwd' is an absolute path")
     assert opened == [] and "root:" not in result.text

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _vllm_gates.gatefile import _source_unmatched
-from _vllm_gates.model import GateFile
-from _vllm_gates.patterns import SKIPPED_FOLDERS, declared_files, files_matching, matches, pattern_parts
-from _vllm_gates.selection import RowInputs, _why_path
+from _vllm_gates.definitions.gatefile import _source_unmatched
+from _vllm_gates.definitions.model import GateFile
+from _vllm_gates.definitions.patterns import SKIPPED_FOLDERS, declared_files, files_matching, matches, pattern_parts
+from _vllm_gates.run.selection import RowInputs, _why_path
 
 NAMES = ("a", "b", "a.py", "b.py", ".h", "__pycache__", "[x]")
 PARTS = ("*", "**", "?", "a", "b", "*.py", "a*", "?.py", "[ab]", "[!a]*", ".h", "__pycache__", "[[]x]")

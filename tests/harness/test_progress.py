@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from _vllm_gates import mutate
-from _vllm_gates.row_progress import RowProgress
-from _vllm_gates.progress import PLAIN_EVERY, Progress
+from _vllm_gates.frontends.row_progress import RowProgress
+from _vllm_gates.mutation import mutate
+from _vllm_gates.results.progress import PLAIN_EVERY, Progress
 
 from .conftest import Example
 from .test_mutate_review import _recording

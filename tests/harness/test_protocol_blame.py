@@ -69,7 +69,7 @@ def test_a_protocol_break_on_a_generated_example_fails_the_properties_shrunk(exa
     assert GATE_ERROR not in result.text and "gate error" not in result.text
 
 
-BROKEN_TAG = ("import numpy\nimport _vllm_gates.tensors as _wire\n\n_wire.WireTensor.tag = lambda self, index: "
+BROKEN_TAG = ("import numpy\nimport _vllm_gates.wire.tensors as _wire\n\n_wire.WireTensor.tag = lambda self, index: "
               "{'$tensor': {'dtype': self.dtype, 'shape': list(self.shape), 'buffer': index + 5}}\n\n\n")
 BROKEN_RETURN = "    print('sending a tensor tagged with a buffer the frame lacks', flush=True)\n    return numpy.zeros(2, numpy.float32)\n"
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.config import load_config
-from _vllm_gates.errors import DefinitionError
-from _vllm_gates.pytest_entry import ENGINE_READ_LIMIT, TOOL_KEY, engine_wanted
-from _vllm_gates.tomlsource import SECTION
-from _vllm_gates.tomlsource import TOOL_KEY as ENGINE_TOOL_KEY
+from _vllm_gates.base.errors import DefinitionError
+from _vllm_gates.base.tomlsource import SECTION
+from _vllm_gates.base.tomlsource import TOOL_KEY as ENGINE_TOOL_KEY
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.frontends.pytest_entry import ENGINE_READ_LIMIT, TOOL_KEY, engine_wanted
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 SPY = '''import sys
@@ -56,10 +56,10 @@ def test_an_unrelated_project_imports_the_entry_alone(tmp_path):
     (project / "test_one.py").write_text("def test_one():\n    pass\n", encoding="utf-8")
     ran = _pytest(project)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    from _vllm_gates.features import FEATURES
+    from _vllm_gates.run.features import FEATURES
 
     # the entry, and the feature host with the features' modules for their options: none of the engine besides
-    assert _engine_modules(ran) == sorted(["_vllm_gates", "_vllm_gates.pytest_entry", "_vllm_gates.features", *FEATURES])
+    assert _engine_modules(ran) == sorted(["_vllm_gates", "_vllm_gates.frontends.pytest_entry", "_vllm_gates.run.features", *FEATURES])
 
 
 @pytest.mark.parametrize("how, args, loaded", [
@@ -73,12 +73,12 @@ def test_a_configured_project_engages_the_engine(tmp_path, how, args, loaded):
     (project / "pyproject.toml").write_text(BROKEN, encoding="utf-8")
     autoload = "autoload off" not in how
     if not autoload:  # registered after the initial conftests' hook: the entry decides at pytest_configure
-        (project / "conftest.py").write_text('pytest_plugins = ["_vllm_gates.pytest_entry"]\n', encoding="utf-8")
+        (project / "conftest.py").write_text('pytest_plugins = ["_vllm_gates.frontends.pytest_entry"]\n', encoding="utf-8")
     ran = _pytest(project, *args, autoload=autoload)
     refused = "vllm-gates configuration" in ran.stdout + ran.stderr
     assert (ran.returncode == pytest.ExitCode.USAGE_ERROR and refused) is loaded, ran.stdout + ran.stderr
     if not loaded:
-        assert ran.returncode == pytest.ExitCode.NO_TESTS_COLLECTED and "_vllm_gates.plugin" not in _engine_modules(ran)
+        assert ran.returncode == pytest.ExitCode.NO_TESTS_COLLECTED and "_vllm_gates.frontends.plugin" not in _engine_modules(ran)
 
 
 def _pyprojects() -> dict[str, bytes | None]:

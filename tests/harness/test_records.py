@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from _vllm_gates import xdist_run
-from _vllm_gates.outcomes import ItemOutcome, NotImplementedBy
-from _vllm_gates.records import ItemIdentity, ItemKind, ItemRecord, ItemResult, RecordError
+from _vllm_gates.results.outcomes import ItemOutcome, NotImplementedBy
+from _vllm_gates.results.records import ItemIdentity, ItemKind, ItemRecord, ItemResult, RecordError
+from _vllm_gates.run import xdist_run
 
 pytestmark = pytest.mark.cpu
 
@@ -91,7 +91,7 @@ def test_a_result_carries_the_record_and_derives_what_reports_show():
 
 def test_a_run_report_entry_keeps_its_fields_order_and_reads_back():
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((Path(__file__).parents[2] / "src/_vllm_gates/schema/run.schema.json").read_text(encoding="utf-8"))
+    schema = json.loads((Path(__file__).parents[2] / "src/_vllm_gates/definitions/schema/run.schema.json").read_text(encoding="utf-8"))
     for result in (_result(ItemOutcome.PASSED), _result(ItemOutcome.SKIPPED, "not implemented by 'cpp'")):
         entry = result.to_report()
         assert list(entry) == ["nodeid", "row", "gate", "milestone", "kind", "name", "outcome", "checks", "detail", "duration",

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates import cli
-from _vllm_gates.mutation_records import Kill, KnownBadVerdict, MutantEntry, MutantVerdict, MutationReport
-from _vllm_gates.records import RecordError
-from _vllm_gates.report_files import RunReportFile
-from _vllm_gates.reports import to_json
-from _vllm_gates.verdicts import RunReport, Verdict
+from _vllm_gates.frontends import cli
+from _vllm_gates.results.mutation_records import Kill, KnownBadVerdict, MutantEntry, MutantVerdict, MutationReport
+from _vllm_gates.results.records import RecordError
+from _vllm_gates.results.report_files import RunReportFile
+from _vllm_gates.results.reports import to_json
+from _vllm_gates.results.verdicts import RunReport, Verdict
 
 pytestmark = pytest.mark.cpu
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from _vllm_gates import reports
+from _vllm_gates.results import reports
 
 pytestmark = pytest.mark.cpu
 

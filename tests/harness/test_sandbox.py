@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates import sandbox
-from _vllm_gates.landlock import Rules, abi_version, restrict
+from _vllm_gates.workers import sandbox
+from _vllm_gates.workers.landlock import Rules, abi_version, restrict
 
 pytestmark = pytest.mark.cpu
 
@@ -80,7 +80,7 @@ def test_landlock_rules_open_only_what_they_name(tmp_path):
 def test_what_lies_outside_a_tree_leaves_out_every_way_back_into_it(tmp_path):
     """The entries beside the way down to the project; a symlink into it, or to a folder holding it (pytest's
     `pytest-current`), would open it whole, so it is left out."""
-    from _vllm_gates.landlock import outside
+    from _vllm_gates.workers.landlock import outside
 
     project = tmp_path / "a" / "b" / "project"
     project.mkdir(parents=True)
@@ -209,7 +209,7 @@ def test_a_sandbox_value_that_is_not_a_flag_is_refused(example):
 def test_what_the_python_port_may_read_by_default_is_its_allowed_roots_python_files(example):
     """Undeclared, the python port reads the Python files under the allowed roots; declared, what it names: never
     a gate file (yaml) or a fixture. The interpreter and the engine's packages come along when inside the project."""
-    from _vllm_gates.config import load_config
+    from _vllm_gates.definitions.config import load_config
 
     config = load_config(example.root)
     rules = sandbox.rules(config, config.implementation("python"))

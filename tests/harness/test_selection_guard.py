@@ -1,4 +1,4 @@
-"""The gatekeeping command cannot be narrowed unseen (src/_vllm_gates/selection_guard.py): `gates run` and `gates
+"""The gatekeeping command cannot be narrowed unseen (src/_vllm_gates/frontends/selection_guard.py): `gates run` and `gates
 audit` refuse, exit 2, the selection options that reach their pytest run from PYTEST_ADDOPTS or the ini file's
 `addopts`, naming the source and the option, so a wrong implementation never exits 0 through them; options that only
 change the output or the process still pass; a plain pytest run narrowed the same way keeps the partial-selection

@@ -167,7 +167,7 @@ def test_a_shard_needs_its_json_report_and_whole_rows(example):
 
 
 def test_durations_balance_the_plan_and_a_bad_durations_file_is_refused(example, tmp_path):
-    from _vllm_gates.shards import ShardGroup, plan, weights
+    from _vllm_gates.run.shards import ShardGroup, plan, weights
 
     found = [ShardGroup("R", (name,), (f"f::{name}",), 5) for name in ("a", "b", "c", "d")]
     assert plan(found, 2, weights(found, {})) == [["R::a", "R::c"], ["R::b", "R::d"]]  # by item count: round robin

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from _vllm_gates.errors import DefinitionError, Location
-from _vllm_gates.model import TargetRef
-from _vllm_gates.targets import resolve
+from _vllm_gates.base.errors import DefinitionError, Location
+from _vllm_gates.definitions.model import TargetRef
+from _vllm_gates.definitions.targets import resolve
 
 pytestmark = pytest.mark.cpu
 
@@ -176,11 +176,11 @@ def _ref(dotted: str) -> TargetRef:
 def test_resolve_refuses_the_engine_modules_imports():
     """The issue's `gates.harness.cli:os.system`, on a module that imports os: a DefinitionError at the target's line."""
     with pytest.raises(DefinitionError) as refused:
-        resolve(_ref("_vllm_gates.cli:os.system"), "gate g.impl", ("_vllm_gates",))
+        resolve(_ref("_vllm_gates.frontends.cli:os.system"), "gate g.impl", ("_vllm_gates",))
     (problem,) = refused.value.problems
     assert problem.location == Location("gate.yaml", 7, 5)
     assert problem.key == "gate g.impl"
-    assert problem.message == "target '_vllm_gates.cli:os.system': hop 'os' is a module (os), not an object defined in _vllm_gates.cli"
+    assert problem.message == "target '_vllm_gates.frontends.cli:os.system': hop 'os' is a module (os), not an object defined in _vllm_gates.frontends.cli"
 
 
 def test_resolve_still_refuses_a_module_outside_the_roots():
@@ -189,9 +189,9 @@ def test_resolve_still_refuses_a_module_outside_the_roots():
 
 
 def test_resolve_returns_a_function_defined_under_the_root():
-    from _vllm_gates.targets import parameter_shape
+    from _vllm_gates.definitions.targets import parameter_shape
 
-    assert resolve(_ref("_vllm_gates.targets:parameter_shape"), "k", ("_vllm_gates",)) is parameter_shape
+    assert resolve(_ref("_vllm_gates.definitions.targets:parameter_shape"), "k", ("_vllm_gates",)) is parameter_shape
 
 
 def test_a_submodule_is_a_module_hop_whether_or_not_it_was_imported():

@@ -128,8 +128,8 @@ def test_a_failing_property_over_tensors_shrinks_to_a_case_that_pasted_back_fail
 def test_a_failing_example_too_large_to_write_is_named_beside_the_rerun_line():
     """The report of a shrunk example holding a 20x20 tensor (shrinking one through workers takes minutes: the
     report is made here from the mismatch, as the item makes it)."""
-    from _vllm_gates.checks import Mismatch
-    from _vllm_gates.items import _render_mismatch
+    from _vllm_gates.run.checks import Mismatch
+    from _vllm_gates.run.items import _render_mismatch
 
     big = np.zeros((20, 20), np.float32)
     shown = _render_mismatch(Mismatch("impl disagrees with the oracle on a generated input", "gate.yaml:9:5: gate g, "
@@ -144,7 +144,7 @@ def test_a_failing_example_too_large_to_write_is_named_beside_the_rerun_line():
 
 def test_the_rendered_case_reads_back_as_the_same_bits(tmp_path):
     """Every carried dtype, specials included, written as a case and read back by the gate file loader."""
-    from _vllm_gates.render import render_case
+    from _vllm_gates.values.render import render_case
     from tests.harness.test_case_tensors import _load
 
     arrays = {"f32": np.array([1.5, -0.0, np.inf, -np.inf, np.nan, 1e-45], np.float32),

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from _vllm_gates.channel import BUFFERS_FLAG, EXACT_FLAG, MAX_BUFFERS, ProtocolError, frame, parse, receive_buffered, send
-from _vllm_gates.compare import strict_equal
-from _vllm_gates.plain import NotPlain, decode, encode
-from _vllm_gates.render import render_value
-from _vllm_gates.tensors import ITEMSIZE
+from _vllm_gates.values.compare import strict_equal
+from _vllm_gates.values.render import render_value
+from _vllm_gates.wire.channel import BUFFERS_FLAG, EXACT_FLAG, MAX_BUFFERS, ProtocolError, frame, parse, receive_buffered, send
+from _vllm_gates.wire.plain import NotPlain, decode, encode
+from _vllm_gates.wire.tensors import ITEMSIZE
 
 pytestmark = pytest.mark.cpu
 
@@ -248,8 +248,8 @@ def test_as_torch_gives_the_same_bits_bfloat16_included():
 
 
 def test_plain_values_without_tensors_import_no_numpy():
-    """`import _vllm_gates.plain` and frames of plain data stay cheap: numpy loads only for a tensor."""
-    code = ("import sys, socket\nfrom _vllm_gates import plain, channel, compare, render\n"
+    """`import _vllm_gates.wire.plain` and frames of plain data stay cheap: numpy loads only for a tensor."""
+    code = ("import sys, socket\nfrom _vllm_gates.wire import plain, channel; from _vllm_gates.values import compare, render\n"
             "l, r = socket.socketpair()\nchannel.send(l, {'v': plain.encode({'a': [1, 2.5, (3,)]})})\n"
             "got = channel.receive_buffered(r, 5)\nv = plain.decode(channel.parse(got.body, got.exact)['v'])\n"
             "assert compare.strict_equal(v, {'a': [1, 2.5, (3,)]}) and render.render_value(v)\n"

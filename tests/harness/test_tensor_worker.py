@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _vllm_gates.channel import PROTOCOL_VERSION, receive, send
-from _vllm_gates.config import load_config
-from _vllm_gates.errors import DefinitionError
-from _vllm_gates.plain import decode, encode
-from _vllm_gates.worker_pool import WorkerLost, WorkerPool, WorkerSpec
+from _vllm_gates.base.errors import DefinitionError
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.wire.channel import PROTOCOL_VERSION, receive, send
+from _vllm_gates.wire.plain import decode, encode
+from _vllm_gates.workers.worker_pool import WorkerLost, WorkerPool, WorkerSpec
 from tests.harness.test_calls_ahead import _project as calls_ahead_project
 from tests.harness.test_calls_ahead import _pytest
 from tests.harness.test_shared_checkers import PYPROJECT
@@ -165,7 +165,7 @@ def test_max_tensor_bytes_is_read_from_the_project_and_checked_at_its_key(tmp_pa
 
 def test_the_python_worker_refuses_another_version_naming_both(tmp_path):
     judge, worker = socket.socketpair()
-    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.worker_main", "--fd", str(worker.fileno())],
+    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.workers.worker_main", "--fd", str(worker.fileno())],
                                pass_fds=(worker.fileno(),), cwd=tmp_path)
     worker.close()
     send(judge, {"op": "hello", "version": 1, "root": str(tmp_path), "path": [], "allowed_roots": ["pkg"], "role": "impl"})

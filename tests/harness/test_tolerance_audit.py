@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _vllm_gates.policies import Policy
-from _vllm_gates.tolerance_audit import (BISECTION_RATIO, NOISE_CEILING, NOISE_FLOOR, Sample, StrengthFinding,
-                                         audit_tolerance, rejects, smallest_rejected)
-from _vllm_gates.wrong_answers import MEAN, NOISE, PERMUTED, ZEROS, wrong_answer
+from _vllm_gates.values.policies import Policy
+from _vllm_gates.values.tolerance_audit import (BISECTION_RATIO, NOISE_CEILING, NOISE_FLOOR, Sample, StrengthFinding,
+                                                audit_tolerance, rejects, smallest_rejected)
+from _vllm_gates.values.wrong_answers import MEAN, NOISE, PERMUTED, ZEROS, wrong_answer
 from tests.harness.conftest import engine_env
 from tests.harness.test_calls_ahead import _project as calls_ahead_project
 
@@ -260,14 +260,14 @@ def test_a_bad_strength_is_a_definition_error_at_its_line(example, written, need
 def test_a_strength_loads_and_the_schema_takes_it(example):
     import jsonschema
 
-    from _vllm_gates import value_agreement
-    from _vllm_gates.gatefile import load_gate_file
+    from _vllm_gates.definitions.gatefile import load_gate_file
+    from _vllm_gates.values import value_agreement
 
     example.edit("    oracle: example_row.oracle:counted_page_bytes\n",
                  "    oracle: example_row.oracle:counted_page_bytes\n    compare: {policy: allclose}\n    strength: 0.001\n")
     gate = load_gate_file(example.root / GATE_FILE, example.root, None, ("cpu",)).gates[0]
     assert gate.strength == 0.001
-    schema = json.loads((Path(value_agreement.__file__).parent / "schema" / "gate-file.schema.json").read_text())
+    schema = json.loads((Path(value_agreement.__file__).parents[1] / "definitions" / "schema" / "gate-file.schema.json").read_text())
     strength = schema["properties"]["gates"]["items"]["properties"]["strength"]
     jsonschema.validate(0.001, strength)
     for bad in (0, 2, "1%", True):

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from _vllm_gates.policies import ALLCLOSE_DEFAULTS, Policy
-from _vllm_gates.tolerance import compare_under
+from _vllm_gates.values.policies import ALLCLOSE_DEFAULTS, Policy
+from _vllm_gates.values.tolerance import compare_under
 
 pytestmark = pytest.mark.cpu
 

@@ -14,15 +14,16 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from _vllm_gates import checks, items, value_agreement
-from _vllm_gates.checks import GateBroken, Mismatch, Outcome, ResolvedGate
-from _vllm_gates.errors import Location
-from _vllm_gates.items import _render_mismatch
-from _vllm_gates.model import Case, Gate, Properties, TargetRef
-from _vllm_gates.policies import Policy
-from _vllm_gates.tolerance import Comparison, compare_under
-from _vllm_gates.tolerance_report import how_far_off
-from _vllm_gates.value_agreement import Agreement, ToleranceUsage
+from _vllm_gates.base.errors import Location
+from _vllm_gates.definitions.model import Case, Gate, Properties, TargetRef
+from _vllm_gates.run import checks, items
+from _vllm_gates.run.checks import GateBroken, Mismatch, Outcome, ResolvedGate
+from _vllm_gates.run.items import _render_mismatch
+from _vllm_gates.values import value_agreement
+from _vllm_gates.values.policies import Policy
+from _vllm_gates.values.tolerance import Comparison, compare_under
+from _vllm_gates.values.tolerance_report import how_far_off
+from _vllm_gates.values.value_agreement import Agreement, ToleranceUsage
 
 pytestmark = pytest.mark.cpu
 
@@ -187,7 +188,7 @@ def test_tolerance_used_reaches_the_json_and_junit_reports_and_the_summary(examp
     """Through a real run: the comparison answers as a policy that used 0.75 of its tolerance would (results with
     arrays cannot come from a worker yet); the item, the gate, the summary and JUnit carry the figure."""
     def used_three_quarters(policy: Policy, actual: Any, expected: Any) -> Agreement:
-        from _vllm_gates.tolerance import ArrayFinding
+        from _vllm_gates.values.tolerance import ArrayFinding
 
         agree = actual == expected
         return Agreement(agree, Comparison(policy, (ArrayFinding("result", (), "float32", 1, agree, 0.75),), compared=1))
@@ -229,8 +230,8 @@ def test_the_summary_lists_no_gate_at_or_under_half(example, monkeypatch):
 
 
 def test_junit_claims_without_pytest_carry_the_figure():
-    from _vllm_gates.reports import junit_claims
-    from _vllm_gates.verdicts import ClaimResult, GateResult, RowReport, RunReport, Verdict
+    from _vllm_gates.results.reports import junit_claims
+    from _vllm_gates.results.verdicts import ClaimResult, GateResult, RowReport, RunReport, Verdict
 
     gate = GateResult("R", "g", "M1", ("cpu",), Verdict.PASS, 1, 1, 0, 1, 1, 3, tolerance_used=0.5)
     claim = ClaimResult("R", "M1", "DONE", Verdict.PASS, True, "")
@@ -289,7 +290,7 @@ def test_a_bad_policy_is_a_definition_error_at_its_line(example, written, needle
 
 
 def test_a_policy_mapping_loads_beside_the_target_form(example):
-    from _vllm_gates.gatefile import load_gate_file
+    from _vllm_gates.definitions.gatefile import load_gate_file
 
     example.edit("    oracle: example_row.oracle:counted_page_bytes\n",
                  "    oracle: example_row.oracle:counted_page_bytes\n"
@@ -306,8 +307,8 @@ def verdict_of(policy: Policy, actual: Any, expected: Any) -> bool:
 
 def test_a_per_dtype_tolerance_loads_and_applies_to_its_dtype_alone(example):
     """`rtol: {float16: 2.0e-3}` widens float16 alone; float32 keeps torch.testing.assert_close's defaults."""
-    from _vllm_gates.gatefile import load_gate_file
-    from _vllm_gates.policies import PerDtype
+    from _vllm_gates.definitions.gatefile import load_gate_file
+    from _vllm_gates.values.policies import PerDtype
 
     example.edit("    oracle: example_row.oracle:counted_page_bytes\n",
                  "    oracle: example_row.oracle:counted_page_bytes\n"
@@ -324,7 +325,7 @@ def test_a_per_dtype_tolerance_loads_and_applies_to_its_dtype_alone(example):
 
 
 def test_a_per_dtype_bound_that_does_not_name_an_outputs_dtype_is_the_comparisons_error():
-    from _vllm_gates.policies import PerDtype
+    from _vllm_gates.values.policies import PerDtype
 
     policy = Policy("nmse", max=PerDtype((("float16", 1e-4),), "gates[0].compare.max"))
     found = compare_under(policy, np.ones(3, dtype=np.float32), np.ones(3, dtype=np.float32))
@@ -339,7 +340,7 @@ def test_the_schema_accepts_policies_and_refuses_what_the_loader_refuses():
 
     import jsonschema
 
-    schema = json.loads((Path(value_agreement.__file__).parent / "schema" / "gate-file.schema.json").read_text())
+    schema = json.loads((Path(value_agreement.__file__).parents[1] / "definitions" / "schema" / "gate-file.schema.json").read_text())
     compare = schema["properties"]["gates"]["items"]["properties"]["compare"]
     good = ["a.b:c", {"policy": "exact"}, {"policy": "allclose", "rtol": 1e-5, "atol": 1e-6, "equal_nan": True},
             {"policy": "nmse", "max": 5e-4}, {"policy": "ulp", "max": 2}, {"policy": "tokens", "margin": 0.05, "max_excused": 2},

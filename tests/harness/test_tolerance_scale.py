@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _vllm_gates.policies import Policy
-from _vllm_gates.tolerance import compare_under
-from _vllm_gates.wrong_answers import MEAN, PERMUTED, ZEROS, rms, wrong_answer
+from _vllm_gates.values.policies import Policy
+from _vllm_gates.values.tolerance import compare_under
+from _vllm_gates.values.wrong_answers import MEAN, PERMUTED, ZEROS, rms, wrong_answer
 
 pytestmark = pytest.mark.cpu
 

@@ -14,11 +14,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from _vllm_gates.errors import DefinitionError
-from _vllm_gates.policies import ALLCLOSE_DEFAULTS, PerDtype, Policy
-from _vllm_gates.tolerance_audit import (BISECTION_RATIO, RELATIVE_FACTOR, Sample, StrengthFinding, audit_tolerance,
-                                         relative_level, smallest_rejected)
-from _vllm_gates.wrong_answers import RELATIVE, wrong_answer
+from _vllm_gates.base.errors import DefinitionError
+from _vllm_gates.values.policies import ALLCLOSE_DEFAULTS, PerDtype, Policy
+from _vllm_gates.values.tolerance_audit import (BISECTION_RATIO, RELATIVE_FACTOR, Sample, StrengthFinding, audit_tolerance,
+                                                relative_level, smallest_rejected)
+from _vllm_gates.values.wrong_answers import RELATIVE, wrong_answer
 from tests.harness.test_tolerance_audit import _gates, _project
 
 pytestmark = pytest.mark.cpu
@@ -110,7 +110,7 @@ def test_ulp_is_audited_in_units_in_the_last_place():
     sample = [Sample("case 'c'", "case", (expected,))]
     assert smallest_rejected(Policy("ulp", max=7), sample, RELATIVE, "float32") == 8.0
     moved = wrong_answer(RELATIVE, expected, Policy("ulp", max=7), 0, 8.0)
-    from _vllm_gates.tolerance import _ulps
+    from _vllm_gates.values.tolerance import _ulps
     assert (_ulps(moved, expected) == 8).all()
     required = relative_level(Policy("ulp", max=0), "float16", 0.01)
     assert required == math.ceil(0.01 / 2.0 ** -10)
@@ -173,7 +173,7 @@ def test_equal_nan_on_results_without_nan_is_noted_never_failed():
 # ---- per-dtype tolerances against the outputs' dtypes ---------------------------------------------------------------
 
 def test_a_per_dtype_tolerance_for_a_dtype_no_output_has_is_a_definition_error():
-    from _vllm_gates.errors import Location
+    from _vllm_gates.base.errors import Location
 
     where = Location("gates/rows/r/gate.yaml", 12, 20)
     rtol = PerDtype((("float16", 2e-3), ("float64", 1e-9)), "gates[0].compare.rtol", (where, where))
@@ -186,7 +186,7 @@ def test_a_per_dtype_tolerance_for_a_dtype_no_output_has_is_a_definition_error()
 
 
 def test_a_per_dtype_max_missing_a_dtype_of_the_outputs_is_a_definition_error():
-    from _vllm_gates.errors import Location
+    from _vllm_gates.base.errors import Location
 
     bound = PerDtype((("float16", 1e-5),), "gates[0].compare.max", (None,), Location("g.yaml", 7, 5))
     samples = _activation_samples(count=1) + [Sample("case 'f32'", "case", (_normal(1, (4, 8)).astype(np.float32),))]
@@ -276,7 +276,7 @@ def _repository_gate(gate_file: str, gate_id: str, oracle: str) -> tuple[Any, An
     import importlib
     import sys
 
-    from _vllm_gates.gatefile import load_gate_file
+    from _vllm_gates.definitions.gatefile import load_gate_file
 
     sys.path.insert(0, str(REPO))
     try:

@@ -8,17 +8,17 @@ import sys
 
 import pytest
 
-from _vllm_gates.channel import PROTOCOL_VERSION, receive, send
-from _vllm_gates.errors import Location
-from _vllm_gates.model import TargetRef
-from _vllm_gates.plugin import _check_problems
+from _vllm_gates.base.errors import Location
+from _vllm_gates.definitions.model import TargetRef
+from _vllm_gates.frontends.plugin import _check_problems
+from _vllm_gates.wire.channel import PROTOCOL_VERSION, receive, send
 
 pytestmark = pytest.mark.cpu
 
 
 def test_the_python_worker_answers_an_op_that_is_a_list_as_unknown(tmp_path):
     judge, worker = socket.socketpair()
-    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.worker_main", "--fd", str(worker.fileno())],
+    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.workers.worker_main", "--fd", str(worker.fileno())],
                                pass_fds=(worker.fileno(),), cwd=tmp_path)
     worker.close()
     try:

@@ -104,9 +104,9 @@ def test_results_that_are_not_plain_data_are_errors_never_compared(example, head
 
 
 PATCHES = {
-    "replaces-the-verdict-function": "import _vllm_gates.verdicts as v\nv.gate_verdict = lambda *a, **k: (v.Verdict.PASS, '')\n",
-    "replaces-the-comparison": "import _vllm_gates.compare as c\nc.strict_equal = lambda a, b: True\n",
-    "replaces-claim-met": "import _vllm_gates.verdicts as v\nv.claim_met = lambda *a, **k: (True, '')\n",
+    "replaces-the-verdict-function": "import _vllm_gates.results.verdicts as v\nv.gate_verdict = lambda *a, **k: (v.Verdict.PASS, '')\n",
+    "replaces-the-comparison": "import _vllm_gates.values.compare as c\nc.strict_equal = lambda a, b: True\n",
+    "replaces-claim-met": "import _vllm_gates.results.verdicts as v\nv.claim_met = lambda *a, **k: (True, '')\n",
 }
 
 
@@ -190,7 +190,7 @@ def test_the_audit_goes_through_the_worker_and_fails_the_gate(example):
 
 def test_an_interrupt_that_hypothesis_turned_into_its_own_error_still_stops_the_run():
     """A SIGTERM while Hypothesis sets up surfaced once as its AssertionError: the properties FAILed, blaming the impl."""
-    from _vllm_gates.checks import _interrupt_behind
+    from _vllm_gates.run.checks import _interrupt_behind
 
     try:
         try:
@@ -211,7 +211,7 @@ def test_an_interrupted_run_says_so_and_meets_no_claim(tmp_path, stop):
     impl = project / IMPL
     impl.write_text(impl.read_text(encoding="utf-8").replace(RETURN, "    import time\n    time.sleep(0.05)\n" + RETURN), encoding="utf-8")
     env = engine_env()
-    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.cli", "run", "--json", "out.json"], cwd=project, env=env,
+    process = subprocess.Popen([sys.executable, "-m", "_vllm_gates.frontends.cli", "run", "--json", "out.json"], cwd=project, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
     first = process.stdout.read(1)  # the first progress mark: the run is under way, not still starting up

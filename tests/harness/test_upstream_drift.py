@@ -150,7 +150,7 @@ def test_usage_errors_name_the_flag_and_the_value(drift_project, args, message):
 
 def test_a_release_that_is_not_a_version_is_refused_by_the_flag(drift_project):
     example, _ = drift_project
-    done = subprocess.run([sys.executable, "-m", "_vllm_gates.cli", "--root", str(example.root), "upstream-drift",
+    done = subprocess.run([sys.executable, "-m", "_vllm_gates.frontends.cli", "--root", str(example.root), "upstream-drift",
                            "--to", "latest"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "argument --to: expected an exact release such as 0.25.0, got 'latest'" in done.stderr

@@ -228,7 +228,7 @@ OPERATIONS = {"layout-query": layout_query, "group-ranks": group_ranks, "rank-gr
 def answer(request: dict) -> dict:
     if request.get("op") != "call":
         return {"error": {"kind": "protocol", "message": f"unknown op {request.get('op')!r}"}}
-    if request.get("target") == "_vllm_gates.standins:wrong_everywhere":
+    if request.get("target") == "_vllm_gates.wire.standins:wrong_everywhere":
         return {"result": {"value": {"$wrong": True}}}
     operation = OPERATIONS.get(request.get("operation"))
     if operation is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_gates.gatefile import load_gate_file
+from _vllm_gates.definitions.gatefile import load_gate_file
 
 pytestmark = pytest.mark.cpu
 

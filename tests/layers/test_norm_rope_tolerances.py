@@ -12,9 +12,9 @@ import pytest
 import torch
 import yaml
 
-from _vllm_gates.gatefile import load_gate_file
-from _vllm_gates.policies import PerDtype, Policy
-from _vllm_gates.tolerance import compare_under
+from _vllm_gates.definitions.gatefile import load_gate_file
+from _vllm_gates.values.policies import PerDtype, Policy
+from _vllm_gates.values.tolerance import compare_under
 from gates.rows.layers_norm_rope import build, known_bad
 from gates.rows.layers_norm_rope.tensors import randn
 from impl.model_executor.layers.layernorm import rms_norm
@@ -146,7 +146,7 @@ def _row_copy(tmp_path: Path, gate_id: str, written: str, widened: str) -> subpr
     start = text.index(f"  - id: {gate_id}\n")
     at = text.index(written, start)
     gate_file.write_text(text[:at] + widened + text[at + len(written):], encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "_vllm_gates.cli", "--root", str(tmp_path), "run", "LAYERS-NORM-ROPE",
+    return subprocess.run([sys.executable, "-m", "_vllm_gates.frontends.cli", "--root", str(tmp_path), "run", "LAYERS-NORM-ROPE",
                            "--gate", gate_id, "--case", "strength"], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "CI": "true"}, timeout=600)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from _vllm_gates import cli
+from _vllm_gates.frontends import cli
 from gates.rows.model_taps import known_bad
 from tests.chromium import browser, console_errors  # noqa: F401 - browser: the fixture
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _gates(*args: str) -> subprocess.CompletedProcess:
     env = {name: value for name, value in os.environ.items() if not name.startswith(("PYTEST_", "GATES_"))}
-    return subprocess.run([sys.executable, "-m", "_vllm_gates.cli", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "_vllm_gates.frontends.cli", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
 
 

@@ -23,7 +23,7 @@ unrotated whatever its base, so the first token's K is right and the break needs
 def _diverge(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     env = {name: value for name, value in os.environ.items() if not name.startswith(("PYTEST_", "GATES_"))}
     report = tmp_path / "diverge.json"
-    done = subprocess.run([sys.executable, "-m", "_vllm_gates.cli", "diverge", "MODEL-TAPS", "--gate", "decoder-taps",
+    done = subprocess.run([sys.executable, "-m", "_vllm_gates.frontends.cli", "diverge", "MODEL-TAPS", "--gate", "decoder-taps",
                            *args, "--json", str(report)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     return done, (json.loads(report.read_text(encoding="utf-8")) if report.exists() else {})
 

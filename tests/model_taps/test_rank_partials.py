@@ -85,7 +85,7 @@ def test_the_known_good_refuses_as_the_operation_does(four):
 def _diverge(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     env = {name: value for name, value in os.environ.items() if not name.startswith(("PYTEST_", "GATES_"))}
     report = tmp_path / "diverge.json"
-    done = subprocess.run([sys.executable, "-m", "_vllm_gates.cli", "diverge", "MODEL-TAPS", "--gate",
+    done = subprocess.run([sys.executable, "-m", "_vllm_gates.frontends.cli", "diverge", "MODEL-TAPS", "--gate",
                            "decoder-rank-partials", *args, "--json", str(report)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     return done, (json.loads(report.read_text(encoding="utf-8")) if report.exists() else {})

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from _vllm_gates.policies import Policy
-from _vllm_gates.tolerance import compare_under
+from _vllm_gates.values.policies import Policy
+from _vllm_gates.values.tolerance import compare_under
 from gates.rows.backend_distributed_tp.known_bad.w2_linear import row_bias_on_every_rank
 from impl.distributed.shard_plan import shard_plan_of
 from impl.model_executor.layers.tp_operations import tp_row_linear

@@ -15,11 +15,11 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from _vllm_gates.gatefile import load_gate_file
-from _vllm_gates.model import Gate, TargetRef
-from _vllm_gates.policies import Policy
-from _vllm_gates.tolerance import compare_under
-from _vllm_gates.tolerance_report import how_far_off
+from _vllm_gates.definitions.gatefile import load_gate_file
+from _vllm_gates.definitions.model import Gate, TargetRef
+from _vllm_gates.values.policies import Policy
+from _vllm_gates.values.tolerance import compare_under
+from _vllm_gates.values.tolerance_report import how_far_off
 from gates.rows.backend_distributed_tp.build_w2 import torch_inputs
 from gates.rows.backend_distributed_tp.known_bad import w2_ranks as bad
 from oracles import tp_layers

@@ -22,7 +22,7 @@ import upstream  # noqa: E402
 
 pytestmark = pytest.mark.upstream
 
-from _vllm_gates.facts import facts_in  # noqa: E402
+from _vllm_gates.values.facts import facts_in  # noqa: E402
 from impl.entrypoints.model_geometry import ProbeRequest, load_model_config, probe_kv_cache_config  # noqa: E402
 from impl.v1.core import kv_pool_groups  # noqa: E402
 from upstream import model_geometry  # noqa: E402

@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _vllm_gates.compare import strict_equal
-from _vllm_gates.config import load_config
-from _vllm_gates.plain import decode, encode
-from _vllm_gates.project import load_project
-from _vllm_gates.worker_main import Failed, Worker
+from _vllm_gates.definitions.config import load_config
+from _vllm_gates.definitions.project import load_project
+from _vllm_gates.values.compare import strict_equal
+from _vllm_gates.wire.plain import decode, encode
+from _vllm_gates.workers.worker_main import Failed, Worker
 
 # How the Python port's exception classes map to the language-neutral error kinds (most derived class first).
 ERROR_KINDS = {

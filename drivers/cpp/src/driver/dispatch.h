@@ -25,7 +25,7 @@ struct Reply {
 };
 
 // The audit's stand-in target, answered {"$wrong": true} whatever the input.
-constexpr const char* kStandIn = "_vllm_gates.standins:wrong_everywhere";
+constexpr const char* kStandIn = "_vllm_gates.wire.standins:wrong_everywhere";
 
 Reply error_reply(const std::string& kind, const std::string& message);
 

@@ -1,0 +1,1 @@
+"""The project's definitions: configuration, roadmap, gate files, operations, implementations, targets."""

@@ -1,0 +1,1 @@
+"""Results: an item's outcome, verdicts per gate, milestone and row, and the reports that render them."""

@@ -1,0 +1,1 @@
+"""Where an implementation diverges from a reference (gates diverge): taps recorded, localized, shrunk, reported."""

@@ -1,0 +1,1 @@
+"""The protocol between judge and workers: framing, plain data, tensors, what a builder receives."""
