@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from _vllm_gates.values.compare import WrongEverywhere, strict_equal
-from _vllm_gates.wire.plain import (MAX_DEPTH, WRONG, MapKeyCollision, NotPlain, ProtocolError, decode, dumps, encode,
-                                    loads)
+from _vllm_gates.values.compare import strict_equal
+from _vllm_gates.wire.plain import (MAX_DEPTH, WRONG, MapKeyCollision, NotPlain, ProtocolError, WrongEverywhere, decode, dumps,
+                                    encode, loads)
 
 pytestmark = pytest.mark.cpu
 

@@ -16,13 +16,13 @@ from _vllm_gates.definitions.implementations import kind_of
 from _vllm_gates.definitions.model import Case, Gate, Raises, TargetRef
 from _vllm_gates.results.outcomes import NotImplementedBy
 from _vllm_gates.run.examples_db import GateExamples
-from _vllm_gates.values.compare import WrongEverywhere, strict_equal
+from _vllm_gates.values.compare import strict_equal
 from _vllm_gates.values.facts import facts_of_pattern, missing_facts
 from _vllm_gates.values.render import DifferingPaths, differing_paths, is_plain, render_value
 from _vllm_gates.values.value_agreement import AGREE, DISAGREE, Agreement, NothingCompared, ToleranceUsage, under_policy
 from _vllm_gates.wire.channel import MAX_BUFFER_BYTES, ProtocolError, orjson_parses
 from _vllm_gates.wire.messages import CallOperation, CallTarget, ErrorBody
-from _vllm_gates.wire.plain import WRONG, NotPlain, encode
+from _vllm_gates.wire.plain import WRONG, NotPlain, WrongEverywhere, encode
 from _vllm_gates.workers.worker_pool import Ahead, CheckRefused, RawReply, ReplyContent, WorkerBroke, WorkerEnded, WorkerLost, WorkerPool
 
 CRASH_RESTARTS = 100  # properties: at most this many worker restarts for the judged impl's crashes while shrinking

@@ -9,24 +9,10 @@ from itertools import chain
 from typing import Any
 
 from _vllm_gates.values.valuewalk import ABSENT, item_path, key_path, key_token, pair_keys, visit
+from _vllm_gates.wire.plain import WrongEverywhere
 from _vllm_gates.wire.tensors import arrays_equal, is_array, wire_name
 
 COUNTED = 100_000  # the most differing paths a walk counts before it stops: a report's cost stays bounded
-
-
-class WrongEverywhere:
-    """What the audit's stand-in returns: a value equal to nothing, not even itself."""
-
-    def __eq__(self, other: object) -> bool:
-        return False
-
-    def __ne__(self, other: object) -> bool:
-        return True
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return "<wrong-everywhere stand-in result>"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from itertools import chain
 from typing import Any, NoReturn
 
 from _vllm_gates.base.errors import GatesError
-from _vllm_gates.values.compare import WrongEverywhere
 from _vllm_gates.wire import tensors
 from _vllm_gates.wire.channel import MAX_BUFFER_BYTES, MAX_BUFFERS, ProtocolError
 
@@ -28,8 +27,24 @@ from _vllm_gates.wire.channel import MAX_BUFFER_BYTES, MAX_BUFFERS, ProtocolErro
 # these), so no dict can hold a $map with two such keys: decoding refuses it (MapKeyCollision, a ProtocolError), and
 # `encode` never writes one. Each NaN is a key of its own, as in Python.
 
-__all__ = ["WRONG", "MAX_DEPTH", "MAX_INT_DIGITS", "NotPlain", "ProtocolError", "MapKeyCollision",
+__all__ = ["WRONG", "WrongEverywhere", "MAX_DEPTH", "MAX_INT_DIGITS", "NotPlain", "ProtocolError", "MapKeyCollision",
            "encode", "decode", "dumps", "loads"]
+
+
+class WrongEverywhere:
+    """What the audit's stand-in returns: a value equal to nothing, not even itself."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "<wrong-everywhere stand-in result>"
+
 
 WRONG = WrongEverywhere()  # what {"$wrong": true} decodes to
 MAX_DEPTH = 200  # lists, tuples and maps nested in one another
