@@ -12,12 +12,12 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from _vllm_gates.mutation.mutate_report import MUTATION_SCHEMA
 from _vllm_gates.results.mutation_records import GateKills, Kill, MutationReport, MutationRow
 from _vllm_gates.results.records import ItemResult, RecordError
 from _vllm_gates.results.report_files import RunReportFile
 from _vllm_gates.results.reports import RUN_SCHEMA
 from _vllm_gates.results.verdicts import ClaimResult, GateResult, RowReport
+from _vllm_gates.run.mutation_evidence import MUTATION_SCHEMA
 from _vllm_gates.taps.divergence_page import STYLE as DIVERGE_STYLE, DivergeReport, diverge_section
 
 MAX_ITEMS_PER_GATE = 200

@@ -44,7 +44,6 @@ from _vllm_gates.mutation.mutate_incremental import CompileMemo, engine_identity
 from _vllm_gates.mutation.mutate_operators import Mutant, family, mutants
 from _vllm_gates.mutation.mutate_report import (
     EQUIVALENTS_FILE,
-    MUTATION_SCHEMA,
     Earlier,
     MutationError,
     MutationRowReport,
@@ -61,7 +60,7 @@ from _vllm_gates.results.mutation_records import NOT_RUN_HERE, MutantEntry, Muta
 from _vllm_gates.results.progress import Progress
 from _vllm_gates.results.reports import write_atomic
 from _vllm_gates.run.evidence import read_report
-from _vllm_gates.run.mutation_evidence import sources_fingerprint  # the one way `mutation:` claims read it too
+from _vllm_gates.run.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint  # the one way `mutation:` claims read it too
 
 SESSION_END_SECONDS = 10.0  # a session that judged every mutant may take this long to end before it is killed
 DETAIL_CHARS = 400  # of a compiler's refusal kept in the report

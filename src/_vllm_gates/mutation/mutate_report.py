@@ -15,8 +15,8 @@ from _vllm_gates.base.errors import GatesError
 from _vllm_gates.mutation.mutate_operators import family
 from _vllm_gates.results.mutation_records import MEASURED, NOT_RUN_HERE, STATUSES
 from _vllm_gates.results.reports import write_atomic
+from _vllm_gates.run.mutation_evidence import MUTATION_SCHEMA
 
-MUTATION_SCHEMA = "vllm-gates/mutation/1"
 EQUIVALENTS_FILE = "equivalent_mutants.yaml"
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from _vllm_gates.base.errors import GatesError
-from _vllm_gates.mutation.mutate_report import MUTATION_SCHEMA  # the one schema id, written by gates mutate
 from _vllm_gates.results.mutation_records import MutationReport
 from _vllm_gates.results.records import RecordError
 from _vllm_gates.run.evidence import read_report
 
+MUTATION_SCHEMA = "vllm-gates/mutation/1"  # the one schema id: `gates mutate` writes it (mutate_report), claims read it
 MISSING_FILE = "(missing)"  # what a file that no longer exists contributes to a fingerprint
 
 
