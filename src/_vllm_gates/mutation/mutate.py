@@ -61,6 +61,7 @@ from _vllm_gates.results.progress import Progress
 from _vllm_gates.results.reports import write_atomic
 from _vllm_gates.run.evidence import read_report
 from _vllm_gates.run.mutation_evidence import MUTATION_SCHEMA, sources_fingerprint  # the one way `mutation:` claims read it too
+from _vllm_gates.workers.sandbox import WRITABLE_VARIABLE
 
 SESSION_END_SECONDS = 10.0  # a session that judged every mutant may take this long to end before it is killed
 DETAIL_CHARS = 400  # of a compiler's refusal kept in the report
@@ -192,7 +193,8 @@ class Sessions:
         events = folder / "events.jsonl"
         events.unlink(missing_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
-        env.update({mutate_hook.CONTROL_VARIABLE: plan["control"], mutate_hook.PLAN_VARIABLE: str(folder / "plan.json")},
+        env.update({mutate_hook.CONTROL_VARIABLE: plan["control"], mutate_hook.PLAN_VARIABLE: str(folder / "plan.json"),
+                    WRITABLE_VARIABLE: str(self.work)},  # the hook writes in the row's folder, under the work folder
                    PYTHONPATH=os.pathsep.join(filter(None, [str(self.work / "hook"), env.get("PYTHONPATH")])))
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--assert=plain", "-p", "_vllm_gates.frontends.mutate_session",
                    "--rootdir", str(self.config.root), "--hypothesis-profile", mutate_hook.PROFILE,

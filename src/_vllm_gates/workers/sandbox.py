@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from _vllm_gates.definitions.patterns import files_matching
-from _vllm_gates.mutation.mutate_hook import CONTROL_VARIABLE
 from _vllm_gates.workers.landlock import Rules, abi_version
 
 if TYPE_CHECKING:
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     from _vllm_gates.definitions.implementations import Implementation
 
 SCRATCH_VARIABLE = "VLLM_GATES_SCRATCH"  # set in a confined worker's environment: its scratch folder (also TMPDIR)
+WRITABLE_VARIABLE = "VLLM_GATES_WORKER_WRITABLE"  # a folder confined workers may write too (`gates mutate`'s own)
 WRITABLE_SYSTEM = ("/dev",)  # /dev/null, /dev/shm (torch's and multiprocessing's shared memory), a GPU's device files
 ENGINE_PACKAGES = ("_vllm_gates", "vllm_gates")
 _REFUSED_FILE = re.compile(r"Permission denied: '([^']+)'")  # how Python words the EACCES of open() and of imports
@@ -82,9 +82,9 @@ def rules(config: Config, implementation: Implementation) -> Rules:
     read += [str(_under(root, value)) for name, value in implementation.settings if name in config.file_settings]
     read += [folder for folder in _interpreter_and_engine() if _inside(root, folder)]
     write: tuple[str, ...] = WRITABLE_SYSTEM
-    control = os.environ.get(CONTROL_VARIABLE)
-    if control:  # `gates mutate`: its hook (on PYTHONPATH there) notes in the session's folder what each worker ran
-        write += (str(Path(control).resolve().parents[1]),)
+    writable = os.environ.get(WRITABLE_VARIABLE)
+    if writable:  # `gates mutate`: its hook (on PYTHONPATH there) notes in the session's folder what each worker ran
+        write += (str(Path(writable).resolve()),)
     return Rules(tuple(dict.fromkeys(read)), (str(root),), write, str(root), (tempfile.gettempdir(),))
 
 
