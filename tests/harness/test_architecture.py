@@ -1,5 +1,6 @@
-"""The engine's import contract (issue 27, item 6; docs/architecture.md): `[tool.importlinter]` in pyproject.toml is
-kept, each of its contracts breaks on an import that violates it, and the map's rooms are the contract's layers."""
+"""The engine's import contract (docs/architecture.md): `[tool.importlinter]` in pyproject.toml is kept, each of its
+contracts breaks on an import that violates it, an import planted across any boundary between layers breaks the
+layers, and the map's subpackages, their modules and inner layers are the contract's."""
 from __future__ import annotations
 
 import os
@@ -7,9 +8,14 @@ import re
 import shutil
 import subprocess
 import sys
-from itertools import permutations
+from copy import deepcopy
+from itertools import pairwise, permutations
 from pathlib import Path
 from typing import Any
+
+import grimp
+import pytest
+from importlinter.contracts.layers import LayersContract
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -22,8 +28,10 @@ LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(
 
 # One import per contract, each breaking that contract alone: contract id -> (file, the line appended to it).
 VIOLATIONS = {
-    "rooms": ("src/_vllm_gates/base/errors.py", "from _vllm_gates.wire import settings"),  # room 11 imports room 9
-    "acyclic": ("src/_vllm_gates/wire/channel.py", "from _vllm_gates.wire import plain"),  # plain imports channel: a ring in room 9
+    "layers": ("src/_vllm_gates/base/errors.py", "from _vllm_gates.wire import settings"),  # base imports the wire above it
+    "frontends": ("src/_vllm_gates/frontends/html_report.py", "from _vllm_gates.frontends import plugin"),  # a command imports a door
+    "run": ("src/_vllm_gates/run/checks.py", "from _vllm_gates.run import pick"),  # one gate's checks import what picks the run
+    "acyclic": ("src/_vllm_gates/wire/channel.py", "from _vllm_gates.wire import plain"),  # plain imports channel: a ring in wire
     "engine-imports-no-content": ("src/_vllm_gates/values/render.py", "import impl"),
     "public-face": ("src/vllm_gates/__init__.py", "from _vllm_gates.definitions import config"),
     "content-independence": ("oracles/__init__.py", "import impl"),
@@ -84,36 +92,117 @@ def test_contracts_cover_the_independence_table() -> None:
     assert {(package, other) for package, others in table.items() for other in others} <= forbidden
 
 
-def rooms_of_the_map() -> list[tuple[set[str], set[str]]]:
-    """docs/architecture.md's rooms in order: (its modules, those marked new in issue 27)."""
-    rooms: list[tuple[set[str], set[str]]] = []
+SECTION = re.compile(r"### (\d+)\. `(\w+)/`")
+INNER = "Inner layers, from the top: "
+
+
+def sections_of_the_map() -> list[tuple[int, str, set[str], list[str]]]:
+    """docs/architecture.md's subpackage sections in order: (layer, subpackage, its modules, its inner layers)."""
+    sections: list[tuple[int, str, set[str], list[str]]] = []
     for line in MAP.read_text(encoding="utf-8").splitlines():
-        heading = re.match(r"### (\d+)\. ", line)
+        heading = SECTION.match(line)
         if heading:
-            assert int(heading.group(1)) == len(rooms) + 1, f"room {heading.group(1)} out of order in {MAP.name}"
-            rooms.append((set(), set()))
-            continue
-        if line.startswith("### "):  # past the numbered rooms (the public package)
+            sections.append((int(heading.group(1)), heading.group(2), set(), []))
+        elif line.startswith("### ") and sections:  # past the subpackages (the public package)
             break
-        module = re.match(r"- `(\w+)\.py`( \(new in issue 27\))?:", line)
-        if module and rooms:
-            rooms[-1][0].add(module.group(1))
-            if module.group(2):
-                rooms[-1][1].add(module.group(1))
-    return rooms
+        elif sections and (module := re.match(r"- `(\w+)\.py`:", line)):
+            sections[-1][2].add(module.group(1))
+        elif sections and line.startswith(INNER):
+            sections[-1][3].extend(re.findall(r"`([^`]+)`", line[len(INNER):]))
+    return sections
 
 
-def rooms_of_the_contract() -> list[tuple[set[str], set[str]]]:
-    """The layers of the `rooms` contract in order: (their modules, the optional ones, written `(name)`)."""
-    (layers,) = [c["layers"] for c in contracts() if c["id"] == "rooms"]
-    rooms = []
-    for layer in layers:
-        tails = [tail.strip() for tail in re.split(r"[|:]", layer)]
-        rooms.append(({tail.strip("()") for tail in tails}, {tail.strip("()") for tail in tails if tail.startswith("(")}))
-    return rooms
+def layers_of_the_map() -> list[str]:
+    """The map's layers from the top, each written as the contract writes it (`a | b` for one layer of two)."""
+    layers: dict[int, list[str]] = {}
+    for number, name, _, _ in sections_of_the_map():
+        layers.setdefault(number, []).append(name)
+    assert list(layers) == list(range(1, len(layers) + 1)), f"{MAP.name}: layers numbered {list(layers)}"
+    return [" | ".join(names) for names in layers.values()]
 
 
-def test_the_map_shows_the_contracts_rooms() -> None:
-    assert rooms_of_the_map() == rooms_of_the_contract()
-    engine = {path.stem for path in (ROOT / "src" / "_vllm_gates").glob("*.py")} - {"__init__"}
-    assert engine <= set().union(*(modules for modules, _ in rooms_of_the_map()))
+def overview_of_the_map() -> list[str]:
+    """The overview block's layers (`  2  mutation | taps   gates mutate ...`), from the top."""
+    text = MAP.read_text(encoding="utf-8")
+    block = text[text.index("## The subpackages"):text.index("### 1. ")].split("```")[1]
+    return [found.group(1) for found in re.finditer(r"^ +\d+ +(\w+(?: \| \w+)*) ", block, re.MULTILINE)]
+
+
+def normalized(layer: str) -> str:
+    return re.sub(r"\s*([|:])\s*", r" \1 ", layer.strip())
+
+
+def layers_contract(contract_id: str) -> dict[str, Any]:
+    (found,) = [c for c in contracts() if c["id"] == contract_id]
+    return found
+
+
+def test_the_map_shows_the_contracts_layers() -> None:
+    layers = [normalized(layer) for layer in layers_contract("layers")["layers"]]
+    assert layers_of_the_map() == layers
+    assert overview_of_the_map() == layers
+    assert all(":" not in layer for layer in layers), "subpackages of one layer never import each other: write them `a | b`"
+
+
+def test_each_subpackage_has_its_section_listing_its_modules() -> None:
+    engine = ROOT / "src" / "_vllm_gates"
+    folders = {path.parent.name for path in engine.glob("*/__init__.py")}
+    assert {path.stem for path in engine.glob("*.py")} == {"__init__"}, "every engine module lives in a subpackage"
+    sections = sections_of_the_map()
+    assert sorted(name for _, name, _, _ in sections) == sorted(folders)
+    for _, name, modules, _ in sections:
+        assert modules == {path.stem for path in (engine / name).glob("*.py")} - {"__init__"}, f"section {name}/"
+
+
+def test_the_map_shows_each_subpackages_inner_layers() -> None:
+    inner = {c["containers"][0].removeprefix("_vllm_gates."): [normalized(layer) for layer in c["layers"]]
+             for c in contracts() if c["type"] == "layers" and c["containers"] != ["_vllm_gates"]}
+    assert {name: [normalized(layer) for layer in layers] for _, name, _, layers in sections_of_the_map() if layers} == inner
+
+
+def layer_boundaries(layers: list[str]) -> list[tuple[str, str]]:
+    """(lower, upper) for every pair across adjacent layers and every pair of one layer written `a | b`: each an
+    import the contract refuses."""
+    rows = [[name.strip() for name in re.split(r"[|:]", layer)] for layer in layers]
+    pairs = [(lower, upper) for upper_row, lower_row in pairwise(rows) for upper in upper_row for lower in lower_row]
+    pairs += [(a, b) for layer, row in zip(layers, rows) if "|" in layer for a, b in permutations(row, 2)]
+    return pairs
+
+
+def layers_contracts() -> list[dict[str, Any]]:
+    return [c for c in contracts() if c["type"] == "layers"]
+
+
+@pytest.fixture(scope="module")
+def engine_graph() -> grimp.ImportGraph:
+    return grimp.build_graph("_vllm_gates", cache_dir=None)
+
+
+@pytest.mark.parametrize("contract", layers_contracts(), ids=lambda c: c["id"])
+def test_an_import_planted_across_each_boundary_breaks_the_layers(contract: dict[str, Any], engine_graph: grimp.ImportGraph) -> None:
+    """One import planted at a time across each boundary of the contract (upward to the next layer, between two
+    subpackages of one layer; into `mutation` from anything but the front ends): the contract fails on it, naming it."""
+    options = {key: (str(value).lower() if isinstance(value, bool) else value) for key, value in contract.items()
+               if key not in ("id", "name", "type")}
+    checker = LayersContract(contract["name"], {"root_packages": ["_vllm_gates"]}, options)
+    assert checker.check(engine_graph, verbose=False).kept
+    (container,) = contract["containers"]
+    pairs = layer_boundaries(contract["layers"])
+    if contract["id"] == "layers":  # mutation: only the front ends import it, however far below they sit
+        pairs += [(name, "mutation") for layer in contract["layers"][2:] for name in re.split(r"\s*\|\s*", layer)]
+    assert pairs
+    for lower, upper in pairs:
+        importer, imported = (_some_module(engine_graph, f"{container}.{name}") for name in (lower, upper))
+        planted = deepcopy(engine_graph)
+        planted.add_import(importer=importer, imported=imported, line_number=1, line_contents=f"import {imported}")
+        check = checker.check(planted, verbose=False)
+        assert not check.kept, f"{importer} -> {imported} kept {contract['id']}"
+        found = {(link["importer"], link["imported"]) for dependency in check.metadata["invalid_dependencies"]
+                 for route in dependency["routes"] for link in route["chain"]}
+        assert (importer, imported) in found, (importer, imported, check.metadata)
+
+
+def _some_module(graph: grimp.ImportGraph, name: str) -> str:
+    """The module itself, or the first module of the subpackage ``name``."""
+    children = sorted(graph.find_children(name))
+    return children[0] if children else name
