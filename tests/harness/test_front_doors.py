@@ -161,8 +161,10 @@ def test_the_readme_row_template_is_the_example_projects_row_verbatim():
 def test_the_engines_wheel_holds_the_engine_alone():
     """The wheel's packages come from src/: this repository's rows, fixtures, impl and oracles are content, not the tool."""
     setuptools = pytest.importorskip("setuptools")
-    found = sorted(setuptools.find_packages(str(Path(__file__).resolve().parents[2] / "src")))
-    assert found == ["_vllm_gates", "vllm_gates"]
+    src = Path(__file__).resolve().parents[2] / "src"
+    found = sorted(setuptools.find_packages(str(src)))
+    subpackages = sorted(f"_vllm_gates.{path.parent.name}" for path in (src / "_vllm_gates").glob("*/__init__.py"))
+    assert found == ["_vllm_gates", *subpackages, "vllm_gates"] and len(subpackages) > 1
     import vllm_gates
 
     assert vllm_gates.__all__ == ["Call", "settings", "as_torch", "strategies", "__version__"]  # issue 29: tensors

@@ -59,7 +59,8 @@ def test_an_unrelated_project_imports_the_entry_alone(tmp_path):
     from _vllm_gates.run.features import FEATURES
 
     # the entry, and the feature host with the features' modules for their options: none of the engine besides
-    assert _engine_modules(ran) == sorted(["_vllm_gates", "_vllm_gates.frontends.pytest_entry", "_vllm_gates.run.features", *FEATURES])
+    assert _engine_modules(ran) == sorted(["_vllm_gates", "_vllm_gates.frontends", "_vllm_gates.frontends.pytest_entry", "_vllm_gates.run",
+                                          "_vllm_gates.run.features", *FEATURES])
 
 
 @pytest.mark.parametrize("how, args, loaded", [
