@@ -173,7 +173,7 @@ def _marker_args(marker: str) -> list[str]:
 
 
 def _rows_to_judge(project: Project, rows: list[str], changed_since: str | None) -> list[str]:
-    """The rows asked for (all when none), narrowed by --changed-since (project.requested_rows); may be empty."""
+    """The rows asked for (all when none), narrowed by --changed-since (selection.requested_rows); may be empty."""
     try:
         return list(requested_rows(project, rows, changed_since) or ())
     except RowsRefused as refused:  # an unknown row, or git's error

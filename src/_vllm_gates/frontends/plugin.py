@@ -94,7 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _handed_over(config: pytest.Config) -> Handover | None:
-    """The snapshot and resolved options `gates run` handed this session (project.Handover); None under plain pytest."""
+    """The snapshot and resolved options `gates run` handed this session (selection.Handover); None under plain pytest."""
     return next((plugin for plugin in config.pluginmanager.get_plugins() if isinstance(plugin, Handover)), None)
 
 
@@ -136,7 +136,7 @@ def _may_collect_gate_files(config: pytest.Config, run: GateRun) -> bool:
 
 
 def _requested_rows(snapshot: Project, rows: list[str], changed_since: str | None) -> tuple[str, ...] | None:
-    """Rows named by --gates-row, narrowed by --gates-changed-since (project.requested_rows); None: every collected row."""
+    """Rows named by --gates-row, narrowed by --gates-changed-since (selection.requested_rows); None: every collected row."""
     try:
         return requested_rows(snapshot, rows, changed_since)
     except UnknownRow as refused:
