@@ -13,6 +13,8 @@ CONTROL_FLOW = {
     "_vllm_gates.run.checks._StopShrinking": "ends a property run; a BaseException so that Hypothesis does not catch it",
     "_vllm_gates.taps.divergence_shrink._OutOfRuns": "ends a shrinking search at its bound of runs; caught by the search "
                                                 "itself, never leaves divergence_shrink.py",
+    "_vllm_gates.mutation.mutate._BudgetSpent": "stops a row's session once --budget is spent; caught by mutate_row, never "
+                                                "leaves mutate.py",
     "_vllm_gates.wire.plain._Irregular": "hands a value from the fast encoding pass to the careful one; never leaves plain.py",
 }
 

@@ -278,7 +278,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
-class BudgetSpent(Exception):
+class _BudgetSpent(Exception):
     """--budget seconds of a row are spent: its session is stopped and the mutants left are not judged."""
 
 
@@ -426,11 +426,11 @@ def mutate_row(sessions: Sessions, project: Project, row: str, options: Options,
             tally[outcome.status] += 1
         progress.update(tally["judged"], {"killed": tally["killed"], "survived": tally["survived"]})
         if options.budget is not None and not external and time.monotonic() - clock > options.budget:
-            raise BudgetSpent
+            raise _BudgetSpent
 
     try:
         _judge_left(sessions, config, gate_file, row, shown, files, options, left, changed, counted, report)
-    except BudgetSpent:
+    except _BudgetSpent:
         baseline = sessions.folder(row) / "baseline.json"
         first = json.loads(baseline.read_text(encoding="utf-8")) if baseline.exists() else {}
         report.unmutated_failures = first.get("failing", {})
